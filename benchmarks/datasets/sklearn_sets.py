@@ -1,0 +1,75 @@
+"""Two small real datasets that ship with scikit-learn, for fast tests and smoke runs.
+
+Their "source" is the arrays scikit-learn returns; the expected sha256 of those arrays
+was computed once and is written below, so a changed copy is caught like a bad file.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from benchmarks.contract import Split
+from benchmarks.datasets.core import DatasetSpec, register
+from benchmarks.datasets.splits import image_split, shuffled_halves
+from benchmarks.datasets.tabular import Linear, encode
+
+SPLIT_SEED = 20240101  # the fixed split is part of the dataset's definition
+TEST_FRACTION = 0.2
+SOURCE = "sklearn arrays"
+OBTAIN = "reinstall scikit-learn"
+
+# Upper ends of the feature ranges published in the dataset's description (all features
+# are non-negative); values beyond are clipped.
+BREAST_CANCER_MAX = (28.11, 39.28, 188.5, 2501.0, 0.163, 0.345, 0.427, 0.201, 0.304, 0.097,
+                     2.873, 4.885, 21.98, 542.2, 0.031, 0.135, 0.396, 0.053, 0.079, 0.03,
+                     36.04, 49.54, 251.2, 4254.0, 0.223, 1.058, 1.252, 0.291, 0.664, 0.208)
+BREAST_CANCER_SCHEMA = tuple(Linear(0, high) for high in BREAST_CANCER_MAX)
+
+
+def _verified_arrays(spec: DatasetSpec, root: Path,
+                     loader: Callable) -> tuple[np.ndarray, np.ndarray]:
+    bunch = loader()
+    x, y = np.ascontiguousarray(bunch.data), np.ascontiguousarray(bunch.target)
+    spec.verify(root, SOURCE, x.tobytes() + y.tobytes(), f"sklearn.datasets.{loader.__name__}()")
+    return x, y
+
+
+def read_digits(spec: DatasetSpec, root: Path) -> tuple[Split, Split]:
+    from sklearn.datasets import load_digits
+
+    x, y = _verified_arrays(spec, root, load_digits)
+    train, test = shuffled_halves(len(y), TEST_FRACTION, SPLIT_SEED)
+    images = x.reshape(-1, 8, 8)  # grey levels 0..16
+    return (image_split(images[train], y[train], max_value=16),
+            image_split(images[test], y[test], max_value=16))
+
+
+def read_breast_cancer(spec: DatasetSpec, root: Path) -> tuple[Split, Split]:
+    from sklearn.datasets import load_breast_cancer
+
+    x, y = _verified_arrays(spec, root, load_breast_cancer)
+    features = encode(pd.DataFrame(x), BREAST_CANCER_SCHEMA)
+    train, test = shuffled_halves(len(y), TEST_FRACTION, SPLIT_SEED)
+    return (Split(features[train], y[train].astype(np.int64)),
+            Split(features[test], y[test].astype(np.int64)))
+
+
+register(DatasetSpec(
+    name="digits", task="image", num_classes=10,
+    citation="Alpaydin, Kaynak. Optical recognition of handwritten digits. UCI Machine "
+             "Learning Repository, 1998, doi:10.24432/C50P49 (scikit-learn's load_digits).",
+    checksums=((SOURCE, "sha256:f6d9e39f37dc45d327f6db33428ee58970ccceabb2535a5c179de35886b70443"),),
+    reader=read_digits, files=(), obtain=OBTAIN,
+))
+
+register(DatasetSpec(
+    name="breast-cancer", task="tabular", num_classes=2,
+    citation="Wolberg, Street, Mangasarian. Breast Cancer Wisconsin (Diagnostic). UCI "
+             "Machine Learning Repository, 1995, doi:10.24432/C5DW2B (scikit-learn's "
+             "load_breast_cancer; label 1 = benign).",
+    checksums=((SOURCE, "sha256:25e2eb7b7a8745b1bde5ba18bc4969983d2e2f403291ecd5bde4a29ef30c3859"),),
+    reader=read_breast_cancer, files=(), obtain=OBTAIN,
+))
