@@ -1,0 +1,320 @@
+"""DP-ERM: output and objective perturbation for regularised linear classifiers
+(Chaudhuri, Monteleoni, Sarwate. Differentially private empirical risk minimization.
+JMLR 2011), with optional random Fourier features and private tuning of Lambda.
+
+Objective, for rows ||x_i|| <= 1 and y_i in {-1, +1}:
+    J(f) = (1/n) sum_i l(y_i f.x_i) + (Lambda/2) ||f||^2.
+Output perturbation releases argmin J + b with beta = n Lambda epsilon / 2.
+Objective perturbation releases argmin J(f) + (1/n) b.f + (Delta/2) ||f||^2 with
+beta = epsilon'/2 (see ``objective_calibration``). Both are epsilon-DP for inputs and
+labels under the substitution of one record in a dataset of fixed size n.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, ClassVar
+
+import numpy as np
+from scipy.special import expit
+
+from benchmarks.contract import NON_PRIVATE, Budget, Method, PrivacyNotion, Spent, Split
+from methods.erm_noise import sample_norm_exponential_noise
+from methods.erm_solver import ErmSolution, MarginLoss, minimise_erm
+from methods.random_features import RandomFourierFeatures, check_rbf_params, draw_rbf_features
+
+KERNELS = ("linear", "rbf")
+# Rows normalised to norm 1 in float32 may exceed it by rounding; such rows are scaled
+# back to norm 1 exactly, while anything further out is a real precondition failure.
+_NORM_ROUNDING = 1e-5
+
+
+# ----------------------------------------------------------------------------- calibration
+
+def output_noise_rate(epsilon: float, n: int, regularization: float) -> float:
+    """beta of output perturbation: the L2 sensitivity of argmin J is 2/(n Lambda)."""
+    return n * regularization * epsilon / 2.0
+
+
+@dataclasses.dataclass(frozen=True)
+class ObjectiveCalibration:
+    epsilon_prime: float  # the part of epsilon paid by the noise term
+    extra_regularization: float  # Delta
+    beta: float
+
+
+def objective_calibration(epsilon: float, n: int, regularization: float,
+                          curvature_bound: float) -> ObjectiveCalibration:
+    """Algorithm 2 of the paper. The log term bounds the Jacobian-determinant ratio of the
+    map f -> b between neighbouring datasets: log(1 + 2c/(nL) + c^2/(nL)^2) = 2 log(1 + c/(nL))."""
+    epsilon_prime = epsilon - 2.0 * math.log1p(curvature_bound / (n * regularization))
+    delta = 0.0
+    if epsilon_prime <= 0:
+        # Extra regularisation shrinks the determinant term to epsilon/2; noise gets the rest.
+        delta = curvature_bound / (n * math.expm1(epsilon / 4.0)) - regularization
+        epsilon_prime = epsilon / 2.0
+    return ObjectiveCalibration(epsilon_prime, delta, epsilon_prime / 2.0)
+
+
+def exponential_mechanism_probabilities(mistakes: np.ndarray, epsilon: float) -> np.ndarray:
+    """q_i proportional to exp(-epsilon z_i / 2): epsilon-DP when each count z_i has
+    sensitivity 1 (Algorithm 4). epsilon = inf puts all mass on the first minimum."""
+    mistakes = np.asarray(mistakes, dtype=np.float64)
+    if math.isinf(epsilon):
+        probabilities = np.zeros(len(mistakes))
+        probabilities[np.argmin(mistakes)] = 1.0
+        return probabilities
+    logits = -0.5 * epsilon * (mistakes - mistakes.min())  # shifted: no overflow/underflow to 0/0
+    weights = np.exp(logits)
+    return weights / weights.sum()
+
+
+# --------------------------------------------------------------------------- the methods
+
+@dataclasses.dataclass(frozen=True)
+class _Fit:
+    """One trained linear model on one part of the data, with its accounting."""
+
+    weights: np.ndarray
+    details: dict[str, Any]
+    solution: ErmSolution  # the minimiser the weights come from
+    strong_convexity: float  # of the minimised objective: Lambda (+ Delta)
+    noise: np.ndarray | None = None  # b; None when epsilon = inf
+
+    @property
+    def distance_bound(self) -> float:
+        """||solution - exact minimiser|| <= gradient norm / strong convexity."""
+        return self.solution.gradient_norm / self.strong_convexity
+
+
+class DpErm(Method):
+    """The shared family: data checks, features, solver, tuning. Subclasses choose where
+    the noise goes (``_train``)."""
+
+    paper = ("Chaudhuri, Monteleoni, Sarwate. Differentially private empirical risk "
+             "minimization. JMLR 12, 2011")
+    notion = PrivacyNotion(
+        protects="inputs and labels", neighbours="substitution", kind="pure",
+        accountant="DP-ERM theorems (Chaudhuri et al. 2011), output/objective perturbation")
+    tasks = ("tabular",)
+    defaults: ClassVar[dict[str, Any]] = {
+        "loss": "logistic",  # or "huber"
+        "huber_h": 0.5,
+        "regularization": 1e-3,  # Lambda
+        "kernel": "linear",  # or "rbf" (random Fourier features)
+        "rff_dim": 500,
+        "rff_gamma": 1.0,
+        "tune_lambdas": [],  # private tuning over these Lambdas (Algorithm 4); [] = off
+        "train_size": None,  # deterministic subsample of the training set; None = all
+        # L2 norm of the objective's gradient at the solution, relative to max(1, ||b||/n)
+        "gradient_tolerance": 1e-8,
+    }
+    perturbation: ClassVar[str]
+
+    def __init__(self, budget: Budget, seed: int = 0, **hparams: Any) -> None:
+        super().__init__(budget, seed, **hparams)
+        hp = self.hparams
+        self.loss = MarginLoss(hp["loss"], hp["huber_h"])
+        self.lambdas = [_positive("regularization", hp["regularization"])]
+        if hp["tune_lambdas"]:
+            if isinstance(hp["tune_lambdas"], (str, bytes)) or not hasattr(hp["tune_lambdas"], "__len__"):
+                raise ValueError(f"tune_lambdas must be a list of numbers, got {hp['tune_lambdas']!r}")
+            self.lambdas = [_positive("tune_lambdas entry", v) for v in hp["tune_lambdas"]]
+        if hp["kernel"] not in KERNELS:
+            raise ValueError(f"kernel must be one of {KERNELS}, got {hp['kernel']!r}")
+        if hp["train_size"] is not None and not _is_positive_int(hp["train_size"]):
+            raise ValueError(f"train_size must be a positive integer or None, got {hp['train_size']!r}")
+        _positive("gradient_tolerance", hp["gradient_tolerance"])
+        if hp["kernel"] == "rbf":
+            check_rbf_params(hp["rff_dim"], hp["rff_gamma"])
+        if not budget.private:
+            self.notion = NON_PRIVATE  # epsilon = inf: the non-private optimum, the reference
+        self._result: dict[str, Any] | None = None
+        self._features: RandomFourierFeatures | None = None
+
+    # The noise placement: train one model with Lambda on (features, signs).
+    def _train(self, features: np.ndarray, signs: np.ndarray, regularization: float,
+               rng: np.random.Generator) -> _Fit:
+        raise NotImplementedError
+
+    def _minimise(self, features, signs, regularization, linear_term=None) -> ErmSolution:
+        return minimise_erm(features, signs, self.loss, regularization, linear_term,
+                            self.hparams["gradient_tolerance"])
+
+    def fit(self, train: Split, num_classes: int) -> "DpErm":
+        x, signs = _checked_data(train, num_classes, self.name)
+        subsample_seq, features_seq, partition_seq, noise_seq, selection_seq = (
+            np.random.SeedSequence(self.seed).spawn(5))
+        if self.hparams["train_size"] is not None:
+            size = self.hparams["train_size"]
+            if size > len(x):
+                raise ValueError(f"train_size {size} exceeds the {len(x)} training rows")
+            keep = np.sort(np.random.default_rng(subsample_seq).permutation(len(x))[:size])
+            x, signs = x[keep], signs[keep]
+        rff = None
+        if self.hparams["kernel"] == "rbf":
+            rff = draw_rbf_features(x.shape[1], self.hparams["rff_dim"], self.hparams["rff_gamma"],
+                                    np.random.default_rng(features_seq))
+        features = _within_unit_ball(rff.transform(x) if rff else x)
+        noise_rngs = [np.random.default_rng(s) for s in noise_seq.spawn(len(self.lambdas))]
+        if not self.hparams["tune_lambdas"]:
+            self.progress(f"{self.name}: n={len(features)}, d={features.shape[1]}")
+            fit = self._train(features, signs, self.lambdas[0], noise_rngs[0])
+            result = {"fit": fit, "tuning": None, "fits": [fit]}
+        else:
+            result = self._tune(features, signs, noise_rngs, np.random.default_rng(partition_seq),
+                                np.random.default_rng(selection_seq))
+        # Assigned together and last, so a failed fit leaves no half-updated model.
+        self._result, self._features, self.weights = result, rff, result["fit"].weights
+        return self
+
+    def _tune(self, features, signs, noise_rngs, partition_rng, selection_rng) -> dict[str, Any]:
+        """Algorithm 4: f_i trained with Lambda_i on part i, chosen by an exponential
+        mechanism on the mistakes z_i of part m+1. A record lies in exactly one part: in a
+        training part it moves only its f_i (epsilon-DP; the choice is post-processing),
+        in the held-out part only the choice (epsilon-DP). Total: epsilon, not (m+1) epsilon."""
+        m = len(self.lambdas)
+        parts = np.array_split(partition_rng.permutation(len(features)), m + 1)
+        if min(len(p) for p in parts) == 0:
+            raise ValueError(f"private tuning over {m} Lambdas needs at least {m + 1} "
+                             f"training rows, got {len(features)}")
+        held_out = parts[-1]
+        fits, mistakes = [], []
+        for i, (lam, part, rng) in enumerate(zip(self.lambdas, parts, noise_rngs)):
+            self.progress(f"{self.name}: tuning {i + 1}/{m}, Lambda={lam:g}, n={len(part)}")
+            fit = self._train(features[part], signs[part], lam, rng)
+            fits.append(fit)
+            mistakes.append(int(np.sum(_predicted_signs(features[held_out], fit.weights)
+                                       != signs[held_out])))
+        probabilities = exponential_mechanism_probabilities(np.array(mistakes), self.budget.epsilon)
+        chosen = int(selection_rng.choice(m, p=probabilities))
+        tuning = {
+            "lambdas": self.lambdas, "chosen": chosen, "chosen_lambda": self.lambdas[chosen],
+            "part_sizes": [len(p) for p in parts],
+            "epsilon_each_model": self.budget.epsilon, "epsilon_selection": self.budget.epsilon,
+            "composition": "parallel over disjoint parts; selection is an epsilon-DP "
+                           "exponential mechanism on the held-out part (sensitivity 1)",
+            # Audit figures for the benchmark, outside the guarantee (only the model is).
+            "held_out_mistakes": mistakes,
+        }
+        return {"fit": fits[chosen], "tuning": tuning, "fits": fits}
+
+    def predict_proba(self, x: np.ndarray) -> np.ndarray:
+        if self._result is None:
+            raise ValueError(f"{self.name}: call fit before predict_proba")
+        x = np.asarray(x, dtype=np.float64)
+        features = self._features.transform(x) if self._features else x
+        # A sigmoid of the score: calibrated for the logistic loss, a monotone score for Huber.
+        p = expit(features @ self.weights)
+        return np.stack([1.0 - p, p], axis=1)
+
+    def spent(self) -> Spent:
+        if self._result is None:
+            raise ValueError(f"{self.name}: call fit before spent")
+        details = {"perturbation": self.perturbation, **self._result["fit"].details}
+        if self._result["tuning"] is not None:
+            details["tuning"] = self._result["tuning"]
+        epsilon = self.budget.epsilon if self.budget.private else math.inf
+        return Spent(epsilon=epsilon, delta=0.0, details=details)
+
+    def variant(self) -> str:
+        hp = self.hparams
+        parts = ["logistic" if hp["loss"] == "logistic" else f"huber h={hp['huber_h']:g}"]
+        if hp["kernel"] == "rbf":
+            parts.insert(0, f"rbf D={hp['rff_dim']} gamma={hp['rff_gamma']:g}")
+        if hp["tune_lambdas"]:
+            parts.append("+ private tuning")
+        else:
+            parts.append(f"Lambda={hp['regularization']:g}")
+        if hp["train_size"] is not None:
+            parts.append(f"n={hp['train_size']}")
+        return ", ".join(parts)
+
+    def extra_metrics(self) -> dict[str, Any]:
+        if self._result is None:
+            return {}
+        fits = self._result["fits"]
+        return {
+            "gradient_norm": max(f.solution.gradient_norm for f in fits),
+            "distance_to_minimiser_bound": max(f.distance_bound for f in fits),
+            "lbfgs_iterations": sum(f.solution.iterations for f in fits),
+        }
+
+
+class DpErmOutput(DpErm):
+    name = "dp-erm-output"
+    perturbation = "output"
+
+    def _train(self, features, signs, regularization, rng) -> _Fit:
+        n, dim = features.shape
+        solution = self._minimise(features, signs, regularization)
+        details = {"Lambda": regularization, "n": n}
+        if not self.budget.private:
+            return _Fit(solution.weights, details, solution, regularization)
+        beta = output_noise_rate(self.budget.epsilon, n, regularization)
+        noise = sample_norm_exponential_noise(dim, beta, rng)
+        details.update(beta=beta, noise_norm=float(np.linalg.norm(noise)))
+        return _Fit(solution.weights + noise, details, solution, regularization, noise)
+
+
+class DpErmObjective(DpErm):
+    name = "dp-erm-objective"
+    perturbation = "objective"
+
+    def _train(self, features, signs, regularization, rng) -> _Fit:
+        n, dim = features.shape
+        c = self.loss.curvature_bound
+        details = {"Lambda": regularization, "n": n, "c": c}
+        if not self.budget.private:
+            solution = self._minimise(features, signs, regularization)
+            return _Fit(solution.weights, details, solution, regularization)
+        calibration = objective_calibration(self.budget.epsilon, n, regularization, c)
+        noise = sample_norm_exponential_noise(dim, calibration.beta, rng)
+        strong_convexity = regularization + calibration.extra_regularization
+        solution = self._minimise(features, signs, strong_convexity, noise / n)
+        details.update(beta=calibration.beta, Delta=calibration.extra_regularization,
+                       epsilon_prime=calibration.epsilon_prime,
+                       noise_norm=float(np.linalg.norm(noise)))
+        return _Fit(solution.weights, details, solution, strong_convexity, noise)
+
+
+# ------------------------------------------------------------------------------- helpers
+
+def _checked_data(train: Split, num_classes: int, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """Features as float64 and labels {0, 1} as signs {-1, +1}, or a ValueError."""
+    if num_classes != 2:
+        raise ValueError(f"{name} is a binary classifier; got num_classes={num_classes}")
+    x = np.asarray(train.x, dtype=np.float64)
+    y = np.asarray(train.y)
+    if x.ndim != 2 or len(x) != len(y) or len(x) == 0:
+        raise ValueError(f"{name} needs features (N, D) and labels (N,), got {x.shape} and {y.shape}")
+    if not np.all(np.isfinite(x)):
+        raise ValueError(f"{name}: features contain NaN or infinity")
+    if not np.all((y == 0) | (y == 1)):
+        raise ValueError(f"{name} needs labels in {{0, 1}}, got {sorted(np.unique(y).tolist())[:5]}")
+    return x, np.where(y == 1, 1.0, -1.0)
+
+
+def _within_unit_ball(features: np.ndarray) -> np.ndarray:
+    """The guarantees need ||x_i|| <= 1: verify, and remove float rounding above 1."""
+    norms = np.linalg.norm(features, axis=1)
+    worst = int(np.argmax(norms))
+    if norms[worst] > 1.0 + _NORM_ROUNDING:
+        raise ValueError(f"DP-ERM needs every feature row to have L2 norm <= 1; row {worst} "
+                         f"has norm {norms[worst]:.6g}")
+    return features / np.maximum(norms, 1.0)[:, None]
+
+
+def _predicted_signs(features: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """+1 iff the score is > 0, the same rule as argmax of predict_proba."""
+    return np.where(features @ weights > 0, 1.0, -1.0)
+
+
+def _is_positive_int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value > 0
+
+
+def _positive(what: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+        raise ValueError(f"{what} must be a finite number > 0, got {value!r}")
+    return float(value)
