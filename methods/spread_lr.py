@@ -21,7 +21,7 @@ from benchmarks.contract import NON_PRIVATE, Budget, Method, PrivacyNotion, Spen
 from benchmarks.records import encode_epsilon
 from methods import corruption
 
-PAPER = "Barber, Private machine learning via randomised response (arXiv 2020)"
+PAPER = "Barber, Private machine learning via randomised response"
 
 LOCAL_RR = PrivacyNotion(
     protects="labels and pixels, each by local randomised response",
