@@ -1,0 +1,1 @@
+"""privboard's harness: registry, datasets, suites, runner, result store and CLI."""

@@ -1,0 +1,179 @@
+"""The ``privboard`` command. Listing, status, reporting and ``--help`` never import
+TensorFlow; only ``run`` does, when the first cell trains."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+DEFAULT_RESULTS = Path("results")
+
+
+def _list(args: argparse.Namespace) -> int:
+    from benchmarks import datasets
+    from benchmarks.registry import all_methods
+    from benchmarks.suites import load_suite, suite_names
+
+    if args.what in ("methods", "all"):
+        print("methods:")
+        for name, cls in all_methods().items():
+            print(f"  {name:<20} {cls.notion.short}; {cls.paper}")
+    if args.what in ("datasets", "all"):
+        print("datasets:")
+        for name, spec in sorted(datasets.SPECS.items()):
+            where = "offline" if spec.offline else "user-provided archive"
+            print(f"  {name:<20} {spec.task}, {spec.num_classes} classes, {where}")
+    if args.what in ("suites", "all"):
+        print("suites:")
+        for name in suite_names():
+            suite = load_suite(name)
+            print(f"  {name:<20} {len(suite.cells)} cells; {suite.description}")
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    from benchmarks import datasets, runner
+    from benchmarks.suites import load_suite
+
+    suite = load_suite(args.suite)
+    data_dir = args.data or datasets.data_dir()
+    if args.dry_run:
+        states = runner.plan(suite, args.results, data_dir)
+        for cell, state in states:
+            print(f"{cell.cell_id}  {cell.describe():<55} {state}")
+        missing = sorted({(c.dataset, s.split(": ", 1)[1]) for c, s in states
+                          if s.startswith("unavailable")})
+        for name, why in missing:
+            print(f"missing dataset {name}: {why}")
+        print(f"{len(states)} cells, {sum(s == 'pending' for _, s in states)} pending")
+        return 0
+    failures = runner.run(suite, args.results, data_dir, retry_failed=args.retry_failed)
+    print(f"results in {args.results}/" + (f"; {failures} cell(s) failed, see "
+                                           f"'privboard status --suite {args.suite}'"
+                                           if failures else ""))
+    return 1 if failures else 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    from benchmarks import datasets, runner
+    from benchmarks.records import read_records
+    from benchmarks.suites import load_suite
+
+    suite = load_suite(args.suite)
+    states = runner.plan(suite, args.results, args.data or datasets.data_dir())
+    counts: dict[str, int] = {}
+    for _, state in states:
+        key = state.split(":")[0]
+        counts[key] = counts.get(key, 0) + 1
+    print(f"suite {suite.name}: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
+    failed = {c.cell_id: c for c, s in states if s == "failed"}
+    for record in read_records(args.results):
+        if record.get("status") == "failed" and record["cell_id"] in failed:
+            print(f"failed {failed[record['cell_id']].describe()}: {record['error']}")
+    if failed:
+        print(f"retry with: privboard run --suite {suite.name} --retry-failed")
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    import reports
+
+    index = reports.build(args.results, args.out, tolerance=args.tolerance)
+    print(f"leaderboard written to {index}")
+    return 0
+
+
+def _data(args: argparse.Namespace) -> int:
+    from benchmarks import datasets
+
+    data_dir = args.data or datasets.data_dir()
+    if args.action == "install":
+        from benchmarks.datasets.install import install
+
+        return install(data_dir)
+    for name, state in datasets.status(data_dir):
+        print(f"{name:<20} {state}")
+    return 0
+
+
+def _privacy(args: argparse.Namespace) -> int:
+    from methods import dp_sgd_calibration
+
+    return dp_sgd_calibration.run(args)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="privboard", description=(
+        "Reproducibility benchmarks and leaderboard for private machine learning."))
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    ls = sub.add_parser("list", help="list methods, datasets and suites")
+    ls.add_argument("what", nargs="?", default="all",
+                    choices=["all", "methods", "datasets", "suites"])
+    ls.set_defaults(func=_list)
+
+    def with_results(cmd: argparse.ArgumentParser) -> None:
+        cmd.add_argument("--results", type=Path, default=DEFAULT_RESULTS,
+                         help="folder of run records (default: %(default)s)")
+
+    def with_data(cmd: argparse.ArgumentParser) -> None:
+        cmd.add_argument("--data", type=Path, default=None,
+                         help="data folder (default: $PRIVBOARD_DATA or ~/.privboard/data)")
+
+    run = sub.add_parser("run", help="run the cells of a suite that are not done yet")
+    run.add_argument("--suite", required=True, help="suite name (see 'privboard list suites')")
+    with_results(run)
+    with_data(run)
+    run.add_argument("--retry-failed", action="store_true", help="run failed cells again")
+    run.add_argument("--dry-run", action="store_true",
+                     help="list the cells and their state, name missing datasets, run nothing")
+    run.set_defaults(func=_run)
+
+    status = sub.add_parser("status", help="done, pending and failed cells of a suite")
+    status.add_argument("--suite", required=True)
+    with_results(status)
+    with_data(status)
+    status.set_defaults(func=_status)
+
+    report = sub.add_parser("report", help="build the HTML leaderboard from run records")
+    with_results(report)
+    report.add_argument("--out", type=Path, default=Path("reports/site"),
+                        help="output folder (default: %(default)s)")
+    report.add_argument("--tolerance", type=float, default=1.0,
+                        help="mark differences to the paper beyond this many points "
+                             "(default: %(default)s)")
+    report.set_defaults(func=_report)
+
+    data = sub.add_parser("data", help="install the offline datasets, or show their state")
+    data.add_argument("action", choices=["install", "status"])
+    with_data(data)
+    data.set_defaults(func=_data)
+
+    privacy = sub.add_parser("privacy", help="privacy calibration tools")
+    psub = privacy.add_subparsers(dest="mechanism", required=True, metavar="MECHANISM")
+    dpsgd = psub.add_parser("dp-sgd", help="noise multiplier for a DP-SGD (epsilon, delta) target")
+    from methods.dp_sgd_calibration import add_arguments
+
+    add_arguments(dpsgd)
+    dpsgd.set_defaults(func=_privacy)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    from benchmarks.datasets import DataError
+    from benchmarks.registry import UnknownName
+
+    try:
+        return args.func(args)
+    except (UnknownName, ValueError, DataError) as err:
+        print(f"privboard: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("privboard: interrupted; finished cells are saved, run again to resume",
+              file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

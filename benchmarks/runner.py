@@ -1,0 +1,148 @@
+"""Runs the cells of a suite that are not done yet, one record per finished cell.
+
+Resuming is free: a cell is done exactly when its record exists, and records are
+written atomically and last, so a kill at any moment (even kill -9) loses at most the
+cell in progress and never leaves half a record.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import math
+import subprocess
+import sys
+import time
+import traceback
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+from tqdm import tqdm
+
+from benchmarks import datasets
+from benchmarks.contract import Dataset
+from benchmarks.records import SCHEMA, done_cells, encode_epsilon, write_record
+from benchmarks.registry import get_method
+from benchmarks.suites import Cell, Suite
+
+REPO = Path(__file__).resolve().parent.parent
+PACKAGES = ("tensorflow", "keras", "tensorflow-privacy", "dp-accounting", "numpy",
+            "scipy", "scikit-learn", "pandas")
+
+
+def plan(suite: Suite, results: Path, data_dir: Path) -> list[tuple[Cell, str]]:
+    """Each cell with its state: done, failed, pending, skipped: <why>, or
+    unavailable: <why> when its dataset cannot be loaded here."""
+    status = done_cells(results)
+    missing = {name: datasets.get_spec(name).missing(data_dir)
+               for name in {c.dataset for c in suite.cells}}
+    states = []
+    for cell in suite.cells:
+        if cell.skip:
+            state = f"skipped: {cell.skip}"
+        elif cell.cell_id in status:
+            state = "done" if status[cell.cell_id] == "ok" else "failed"
+        elif missing[cell.dataset]:
+            state = f"unavailable: {missing[cell.dataset]}"
+        else:
+            state = "pending"
+        states.append((cell, state))
+    return states
+
+
+def run(suite: Suite, results: Path, data_dir: Path, retry_failed: bool = False,
+        echo: Callable[[str], None] = print) -> int:
+    """Run every pending cell (and failed ones if asked). Returns the number of cells
+    that failed in this run."""
+    states = plan(suite, results, data_dir)
+    todo = [c for c, s in states if s == "pending" or (retry_failed and s == "failed")]
+    for dataset in sorted({c.dataset for c, s in states if s.startswith("unavailable")}):
+        echo(f"skipping {dataset}: {datasets.get_spec(dataset).missing(data_dir)}")
+    done = sum(s == "done" for _, s in states)
+    echo(f"suite {suite.name}: {len(states)} cells, {done} done, {len(todo)} to run")
+    failures = 0
+    loaded: dict[str, Dataset] = {}
+    with tqdm(todo, unit="cell", file=sys.stderr, dynamic_ncols=True) as bar:
+        for cell in bar:
+            bar.set_description(cell.describe())
+            if cell.dataset not in loaded:
+                loaded = {cell.dataset: datasets.load(cell.dataset, data_dir)}
+            record = run_cell(cell, loaded[cell.dataset], lambda m: bar.set_postfix_str(m))
+            write_record(results, record)
+            if record["status"] != "ok":
+                failures += 1
+                bar.write(f"FAILED {cell.describe()}: {record['error']}")
+    return failures
+
+
+def run_cell(cell: Cell, data: Dataset, progress: Callable[[str], None]) -> dict[str, Any]:
+    """Train and evaluate one cell. Errors become a failed record; an interrupt
+    (Ctrl-C) propagates and writes nothing."""
+    record: dict[str, Any] = {
+        "schema": SCHEMA, "cell_id": cell.cell_id, "suite": cell.suite,
+        "method": cell.method, "method_version": get_method(cell.method).version,
+        "dataset": cell.dataset, "dataset_fingerprint": data.fingerprint,
+        "epsilon": encode_epsilon(cell.epsilon), "delta": cell.delta, "seed": cell.seed,
+        "hparams": cell.hparams, "started_at": _now(),
+    }
+    start = time.perf_counter()
+    try:
+        method = get_method(cell.method)(cell.budget, seed=cell.seed, **cell.hparams)
+        method.progress = progress
+        method.fit(data.train, data.num_classes)
+        proba = method.predict_proba(data.test.x)
+        spent = method.spent()
+        record.update(
+            status="ok", variant=method.variant(),
+            metrics={**evaluate(data, proba), **method.extra_metrics()},
+            privacy={"epsilon": encode_epsilon(spent.epsilon), "delta": spent.delta,
+                     **method.notion.as_dict(), "details": spent.details})
+    except Exception as err:  # one bad cell must not stop the suite
+        message = " ".join(str(err).split()) or type(err).__name__
+        record.update(status="failed", error=f"{type(err).__name__}: {message}",
+                      traceback=traceback.format_exc())
+    record.update(wall_time_s=round(time.perf_counter() - start, 3),
+                  finished_at=_now(), provenance=provenance())
+    return record
+
+
+def evaluate(data: Dataset, proba: np.ndarray) -> dict[str, float]:
+    """Test metrics from class probabilities: accuracy, and for ratings the RMSE of
+    the expected rating under the predicted distribution."""
+    expected = (len(data.test), data.num_classes)
+    if proba.shape != expected:
+        raise ValueError(f"predict_proba returned shape {proba.shape}, expected {expected}")
+    metrics = {"accuracy_pct": 100.0 * float(np.mean(proba.argmax(1) == data.test.y))}
+    if data.task == "ratings":
+        levels = np.arange(data.num_classes)
+        metrics["rmse"] = math.sqrt(float(np.mean((proba @ levels - data.test.y) ** 2)))
+    return metrics
+
+
+def provenance() -> dict[str, Any]:
+    from methods.nn.models import device  # imports TensorFlow, which training has loaded
+
+    return {"git_commit": _git("rev-parse", "HEAD"),
+            "git_dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
+            "packages": {p: _version(p) for p in PACKAGES},
+            "python": sys.version.split()[0], "device": device()}
+
+
+def _git(*args: str) -> str:
+    try:
+        out = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True,
+                             timeout=10, check=True)
+        return out.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def _version(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")

@@ -1,0 +1,130 @@
+"""Suites: fixed dataset x method x epsilon x seed grids, read from TOML files in
+``benchmarks/suites/``.
+
+A suite file holds a name, a description and ``[[block]]`` tables::
+
+    [[block]]
+    datasets = ["mnist"]
+    methods = ["lp-1st", "lp-2st"]
+    epsilons = [1, 4]          # TOML's inf is allowed: no privacy
+    delta = 0.0
+    seeds = [0, 1]
+    hparams = { epochs = 8 }   # passed to every method of the block
+
+Everything is validated when the suite is loaded, before anything runs.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from benchmarks import datasets
+from benchmarks.contract import Budget
+from benchmarks.records import encode_epsilon
+from benchmarks.registry import get_method, unknown
+
+SUITES_DIR = Path(__file__).parent / "suites"
+BLOCK_KEYS = {"datasets", "methods", "epsilons", "delta", "seeds", "hparams"}
+
+
+class SuiteError(ValueError):
+    """A suite file that cannot be used as written."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+    suite: str
+    dataset: str
+    method: str
+    epsilon: float
+    delta: float
+    seed: int
+    hparams: dict[str, Any]  # the method's defaults with the block's overrides applied
+    skip: str | None = None  # why the method cannot run this setting
+
+    @property
+    def budget(self) -> Budget:
+        return Budget(self.epsilon, self.delta)
+
+    @property
+    def cell_id(self) -> str:
+        """A hash of what changes the result, never of paths or hosts."""
+        method = get_method(self.method)
+        identity = {
+            "method": self.method, "method_version": method.version,
+            "dataset": self.dataset,
+            "dataset_fingerprint": datasets.get_spec(self.dataset).fingerprint,
+            "epsilon": encode_epsilon(self.epsilon), "delta": self.delta,
+            "hparams": self.hparams, "seed": self.seed,
+        }
+        blob = json.dumps(identity, sort_keys=True, default=str).encode()
+        return hashlib.sha256(blob).hexdigest()[:20]
+
+    def describe(self) -> str:
+        eps = "inf" if math.isinf(self.epsilon) else f"{self.epsilon:g}"
+        delta = f" delta={self.delta:g}" if self.delta else ""
+        return f"{self.dataset} {self.method} eps={eps}{delta} seed={self.seed}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Suite:
+    name: str
+    description: str
+    cells: tuple[Cell, ...]
+
+
+def suite_names() -> list[str]:
+    return sorted(p.stem for p in SUITES_DIR.glob("*.toml"))
+
+
+def load_suite(name: str) -> Suite:
+    """A suite by name, or from the path of a TOML file of the same format."""
+    path = Path(name) if name.endswith(".toml") else SUITES_DIR / f"{name}.toml"
+    if not path.is_file():
+        if name.endswith(".toml"):
+            raise SuiteError(f"suite file {path} does not exist")
+        raise unknown("suite", name, suite_names())
+    try:
+        spec = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as err:
+        raise SuiteError(f"{path}: not valid TOML: {err}") from None
+    blocks = spec.get("block")
+    if not blocks:
+        raise SuiteError(f"{path}: no [[block]] tables")
+    cells = [cell for i, block in enumerate(blocks, 1)
+             for cell in _expand(spec.get("name", path.stem), block, f"{path.name} block {i}")]
+    return Suite(spec.get("name", path.stem), spec.get("description", ""), tuple(cells))
+
+
+def _expand(suite: str, block: dict[str, Any], where: str) -> list[Cell]:
+    extra = set(block) - BLOCK_KEYS
+    missing = {"datasets", "methods", "epsilons", "seeds"} - set(block)
+    if extra or missing:
+        raise SuiteError(f"{where}: unknown keys {sorted(extra)}" if extra
+                         else f"{where}: missing keys {sorted(missing)}")
+    delta = float(block.get("delta", 0.0))
+    overrides = block.get("hparams", {})
+    cells = []
+    for dataset in block["datasets"]:
+        task = datasets.get_spec(dataset).task
+        for method_name in block["methods"]:
+            method = get_method(method_name)
+            unknown_hp = sorted(set(overrides) - set(method.defaults))
+            if unknown_hp:
+                raise SuiteError(f"{where}: {method_name} has no hyperparameter(s) "
+                                 f"{unknown_hp}; known: {sorted(method.defaults)}")
+            hparams = {**method.defaults, **overrides}
+            for eps in block["epsilons"]:
+                try:
+                    budget = Budget(eps, delta)
+                except ValueError as err:
+                    raise SuiteError(f"{where}: {err}") from None
+                skip = method.skip_reason(task, budget)
+                cells += [Cell(suite, dataset, method_name, budget.epsilon, budget.delta,
+                               int(seed), hparams, skip) for seed in block["seeds"]]
+    return cells

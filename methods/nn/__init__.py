@@ -1,0 +1,5 @@
+"""Keras building blocks shared by methods: model builders and the training loop.
+
+This subpackage imports TensorFlow, so the registry's discovery skips it; method
+modules import it inside their fit functions.
+"""

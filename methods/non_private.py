@@ -1,0 +1,29 @@
+"""The non-private reference: the LP methods' model and training (mixup included) on
+the true labels, so that only the privacy machinery differs."""
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from benchmarks.contract import NON_PRIVATE, Budget, Spent, Split
+from methods.keras_classifier import TRAINING_DEFAULTS, KerasClassifier
+
+
+class NonPrivate(KerasClassifier):
+    name = "non-private"
+    paper = "reference: no privacy (the e=inf columns of the label-DP paper's tables)"
+    notion = NON_PRIVATE
+    defaults: ClassVar[dict[str, Any]] = {**TRAINING_DEFAULTS, "mixup_alpha": 4.0}
+
+    @classmethod
+    def skip_reason(cls, task: str, budget: Budget) -> str | None:
+        if budget.private:
+            return "non-private runs only at epsilon = inf"
+        return super().skip_reason(task, budget)
+
+    def fit(self, train: Split, num_classes: int) -> "NonPrivate":
+        self._build(train, num_classes)
+        self._train(train.x, train.y, self.hparams["mixup_alpha"], label="")
+        return self
+
+    def spent(self) -> Spent:
+        return Spent(float("inf"), 0.0, {"mechanism": "none"})

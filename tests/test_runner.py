@@ -1,0 +1,121 @@
+"""The runner resumes, never duplicates or loses a finished record, and records
+failures with their error."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from benchmarks import runner
+from benchmarks.cli import main
+from benchmarks.records import read_records
+from benchmarks.suites import SuiteError, load_suite
+
+SUITE = """
+name = "mini"
+description = "test"
+[[block]]
+datasets = ["digits"]
+methods = ["lp-1st"]
+epsilons = [1, 4]
+seeds = [0, 1]
+hparams = {{ epochs = 1, batch_size = 128{extra} }}
+"""
+
+
+def write_suite(tmp_path: Path, extra: str = "") -> str:
+    path = tmp_path / "mini.toml"
+    path.write_text(SUITE.format(extra=extra))
+    return str(path)
+
+
+def test_records_carry_metrics_privacy_and_provenance(tmp_path):
+    results = tmp_path / "results"
+    assert main(["run", "--suite", write_suite(tmp_path), "--results", str(results)]) == 0
+    records = list(read_records(results))
+    assert len(records) == 4
+    r = records[0]
+    assert r["status"] == "ok" and 0 <= r["metrics"]["accuracy_pct"] <= 100
+    assert r["privacy"]["protects"] == "labels"
+    assert r["privacy"]["neighbours"] == "substitution"
+    assert r["privacy"]["epsilon"] <= r["epsilon"]
+    assert len(r["provenance"]["git_commit"]) >= 7 or r["provenance"]["git_commit"] == "unknown"
+    assert {"packages", "device", "git_dirty"} <= set(r["provenance"])
+    assert r["dataset_fingerprint"] and r["wall_time_s"] > 0 and r["hparams"]["epochs"] == 1
+    # A second run finds everything done and writes nothing.
+    before = sorted(p.name for p in results.iterdir())
+    assert main(["run", "--suite", write_suite(tmp_path), "--results", str(results)]) == 0
+    assert sorted(p.name for p in results.iterdir()) == before
+
+
+def test_failed_cell_is_recorded_shown_and_retried_only_when_asked(tmp_path, capsys):
+    results = tmp_path / "results"
+    suite = write_suite(tmp_path, extra=', model = "no-such-model"')
+    assert main(["run", "--suite", suite, "--results", str(results)]) == 1
+    failed = [r for r in read_records(results)]
+    assert len(failed) == 4 and all(r["status"] == "failed" for r in failed)
+    assert "no-such-model" in failed[0]["error"]
+    main(["status", "--suite", suite, "--results", str(results)])
+    assert "4 failed" in capsys.readouterr().out
+    states = [s for _, s in runner.plan(load_suite(suite), results, tmp_path)]
+    assert states == ["failed"] * 4
+    # Not retried unless asked; retried (and still failing) when asked.
+    assert main(["run", "--suite", suite, "--results", str(results)]) == 0
+    assert main(["run", "--suite", suite, "--results", str(results), "--retry-failed"]) == 1
+
+
+def finished(results: Path) -> dict[str, bytes]:
+    """Whole records by file name; temp files of an interrupted write do not count."""
+    return {p.name: p.read_bytes() for p in results.glob("*.json")
+            if not p.name.startswith(".tmp-")} if results.exists() else {}
+
+
+def test_kill_minus_nine_then_resume_loses_and_duplicates_nothing(tmp_path):
+    results = tmp_path / "results"
+    suite = write_suite(tmp_path)
+    cmd = [sys.executable, "-m", "benchmarks.cli", "run", "--suite", suite,
+           "--results", str(results)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline and not finished(results):
+        time.sleep(0.1)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    first = finished(results)
+    assert 1 <= len(first) <= 4
+    assert subprocess.run(cmd, capture_output=True).returncode == 0
+    after = finished(results)
+    assert len(after) == 4
+    assert all(after[name] == data for name, data in first.items())  # untouched
+    ids = [json.loads(data)["cell_id"] for data in after.values()]
+    assert len(set(ids)) == 4
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["run", "--suite", "quik"], "did you mean 'quick'"),
+    (["run", "--suite", "BAD.toml"], "does not exist"),
+])
+def test_bad_input_is_one_clear_line_and_exit_2(argv, message, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("epsilons", "[0]", "epsilon must be > 0"),
+    ("epsilons", "[nan]", "epsilon must be > 0"),
+    ("methods", '["lp-1sst"]', "did you mean 'lp-1st'"),
+    ("datasets", '["mnistt"]', "did you mean 'mnist'"),
+])
+def test_bad_suite_values_stop_before_running(tmp_path, field, value, message):
+    text = SUITE.format(extra="")
+    lines = [f"{field} = {value}" if line.startswith(f"{field} =") else line
+             for line in text.splitlines()]
+    path = tmp_path / "bad.toml"
+    path.write_text("\n".join(lines))
+    with pytest.raises((SuiteError, LookupError), match=message.replace("(", r"\(")):
+        load_suite(str(path))
