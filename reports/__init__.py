@@ -1,0 +1,81 @@
+"""The HTML leaderboard, rebuilt from the run records and the published baselines.
+
+Imports neither TensorFlow nor any module that does, so a report builds in seconds on a
+machine without it.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from baselines import BaselinesError, load_claims, load_published
+from reports.claims import check_claims
+from reports.load import ReportError, load_records
+from reports.rows import compute_rows, metric_by_dataset
+
+__all__ = ["ReportError", "build", "main"]
+
+
+def build(results: Path, out: Path, tolerance: float = 1.0) -> Path:
+    """Build the site into ``out`` and return the path of its index.html.
+
+    The site is written to a temporary folder next to ``out`` and swapped in at the
+    end, so a failure leaves the previous site (or nothing) and never a half-written one.
+    """
+    results, out = Path(results), Path(out)
+    if tolerance < 0:
+        raise ReportError(f"tolerance must be >= 0, got {tolerance}")
+    published = load_published()
+    claims = load_claims()
+    records = load_records(results, metric_by_dataset(published))
+    rows = compute_rows(records, published, tolerance)
+    checked = check_claims(claims, records)
+
+    # matplotlib is slow to import: --help and bad input stay instant without it.
+    from reports.render import write_site
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.building-"))
+    try:
+        write_site(staging, rows, records, checked, tolerance, results)
+        _swap_in(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return out / "index.html"
+
+
+def _swap_in(staging: Path, out: Path) -> None:
+    if out.exists() and not out.is_dir():
+        raise ReportError(f"{out} exists and is not a directory")
+    os.chmod(staging, 0o755)  # mkdtemp makes it private; a site is meant to be read
+    old = out.with_name(f".{out.name}.old-{os.getpid()}")
+    if out.exists():
+        out.rename(old)
+    staging.rename(out)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="privboard report",
+        description="Build the HTML leaderboard from run records and published baselines.")
+    parser.add_argument("--results", type=Path, default=Path("results"), metavar="DIR",
+                        help="folder of run records (default: %(default)s)")
+    parser.add_argument("--out", type=Path, default=Path("reports/site"), metavar="DIR",
+                        help="where the site goes; replaced whole (default: %(default)s)")
+    parser.add_argument("--tolerance", type=float, default=1.0,
+                        help="mark differences from the paper beyond this many accuracy "
+                             "points (RMSE: a hundredth of it) (default: %(default)s)")
+    args = parser.parse_args(argv)
+    try:
+        index = build(args.results, args.out, args.tolerance)
+    except (ReportError, BaselinesError) as error:
+        print(f"privboard report: error: {error}", file=sys.stderr)
+        return 1
+    print(f"leaderboard written to {index}")
+    return 0

@@ -1,0 +1,3 @@
+from reports import main
+
+raise SystemExit(main())

@@ -1,0 +1,82 @@
+"""Reads the run records into one flat table, refusing a malformed record with one line."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Mapping
+
+import pandas as pd
+
+from benchmarks.records import SCHEMA, decode_epsilon, read_records
+
+DEFAULT_METRIC = "accuracy_pct"
+NOTION_FIELDS = ("protects", "neighbours", "kind", "accountant")
+RECORD_COLUMNS = ("path", "status", "suite", "dataset", "method", "variant", "seed",
+                  "epsilon", "delta", "metric", "value", *NOTION_FIELDS, "record")
+_REQUIRED = ("cell_id", "suite", "status", "method", "dataset", "seed", "variant",
+             "epsilon", "delta")
+
+
+class ReportError(Exception):
+    """Bad input to the leaderboard (missing results, malformed record); one line."""
+
+
+def load_records(results: Path, metric_of: Mapping[str, str]) -> pd.DataFrame:
+    """One row per record; ``value`` is the dataset's headline metric (NaN if failed)."""
+    if not results.is_dir():
+        raise ReportError(f"results directory {results} does not exist")
+    rows = []
+    try:
+        for record in read_records(results):
+            rows.append(_flatten(record, metric_of))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ReportError(f"a record under {results} is not valid JSON ({error})") from None
+    return pd.DataFrame(rows, columns=list(RECORD_COLUMNS))
+
+
+def _flatten(record: Any, metric_of: Mapping[str, str]) -> dict[str, Any]:
+    path = record.get("_path", "?") if isinstance(record, dict) else "?"
+
+    def bad(problem: str) -> ReportError:
+        return ReportError(f"malformed record {path}: {problem}")
+
+    if not isinstance(record, dict):
+        raise bad("not a JSON object")
+    if record.get("schema") != SCHEMA:
+        raise bad(f"schema {record.get('schema')!r}, expected {SCHEMA}")
+    missing = [field for field in _REQUIRED if field not in record]
+    if missing:
+        raise bad(f"missing {', '.join(missing)}")
+    if record["status"] not in ("ok", "failed"):
+        raise bad(f"status {record['status']!r} is neither 'ok' nor 'failed'")
+    try:
+        epsilon = decode_epsilon(record["epsilon"])
+        delta = float(record["delta"])
+    except (TypeError, ValueError):
+        raise bad(f"epsilon {record['epsilon']!r} / delta {record['delta']!r} "
+                  "are not numbers") from None
+    if math.isnan(epsilon) or epsilon <= 0 or not 0 <= delta < 1:
+        raise bad(f"epsilon {epsilon} must be > 0 and delta {delta} in [0, 1)")
+
+    ok = record["status"] == "ok"
+    privacy = record.get("privacy")
+    if not isinstance(privacy, dict):
+        if ok:
+            raise bad("missing privacy")
+        privacy = {}  # a run that failed early may not know what it would have spent
+    notion = {field: str(privacy.get(field, "")) for field in NOTION_FIELDS}
+    if ok and not all(notion.values()):
+        raise bad(f"privacy needs {', '.join(NOTION_FIELDS)}")
+
+    metric = metric_of.get(record["dataset"], DEFAULT_METRIC)
+    value = math.nan
+    if ok:
+        value = (record.get("metrics") or {}).get(metric)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise bad(f"metrics.{metric} is {value!r}, not a number")
+    return {"path": path, "status": record["status"], "suite": str(record["suite"]),
+            "dataset": str(record["dataset"]), "method": str(record["method"]),
+            "variant": str(record["variant"]), "seed": record["seed"], "epsilon": epsilon,
+            "delta": delta, "metric": metric, "value": float(value), **notion,
+            "record": record}

@@ -1,0 +1,70 @@
+"""One accuracy-vs-epsilon figure per dataset: our means +- std and the paper's points."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only: no display on a build machine
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from reports.rows import format_epsilon  # noqa: E402
+
+METRIC_LABELS = {"accuracy_pct": "test accuracy (%)", "rmse": "test RMSE"}
+
+
+def plot_dataset(rows: pd.DataFrame, path: Path) -> None:
+    """rows: the leaderboard rows of one dataset."""
+    finite = rows.loc[rows["epsilon"].map(math.isfinite), "epsilon"]
+    top = finite.max() if not finite.empty else 1.0
+    inf_x = top * 4  # e = inf is drawn one step right of the largest finite budget
+
+    def x_of(epsilon: pd.Series) -> list[float]:
+        return [inf_x if math.isinf(e) else e for e in epsilon]
+
+    lines = sorted(set(zip(rows["method"], rows["variant"])))
+    colours = {line: plt.get_cmap("tab20")(i % 20) for i, line in enumerate(lines)}
+    fig, ax = plt.subplots(figsize=(10, 4.5))
+    ours = rows[rows["n"] > 0].drop_duplicates("cell")
+    for (method, variant, suite), line in ours.groupby(["method", "variant", "suite"]):
+        line = line.sort_values("epsilon")
+        style = "--" if (line["protects"] == "inputs and labels").any() else "-"
+        ax.errorbar(x_of(line["epsilon"]), line["mean"], yerr=line["std"].fillna(0),
+                    fmt="o" + style, capsize=3, color=colours[method, variant],
+                    label=_label("ours", method, variant, suite))
+    paper = rows[rows["paper_value"].notna()].drop_duplicates(
+        ["method", "variant", "epsilon", "paper_value"])
+    for (method, variant), points in paper.groupby(["method", "variant"]):
+        ax.scatter(x_of(points["epsilon"]), points["paper_value"], marker="x", s=50,
+                   color=colours[method, variant], label=_label("paper", method, variant, ""))
+    ax.set_xscale("log")
+    ticks = _spaced(sorted(set(finite)))
+    if rows["epsilon"].map(math.isinf).any():
+        ticks.append(inf_x)
+    ax.set_xticks(ticks)
+    ax.set_xticklabels(["inf" if t == inf_x else format_epsilon(t) for t in ticks],
+                       fontsize=8)
+    ax.minorticks_off()
+    ax.set_xlabel("epsilon (log scale; inf = non-private, at the right edge)")
+    ax.set_ylabel(METRIC_LABELS.get(rows["metric"].iloc[0], rows["metric"].iloc[0]))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def _label(source: str, method: str, variant: str, suite: str) -> str:
+    details = ", ".join(part for part in (variant, f"{suite} suite" if suite else "") if part)
+    return f"{source}: {method}" + (f" ({details})" if details else "")
+
+
+def _spaced(ticks: list[float]) -> list[float]:
+    """Drop a tick that would print over the previous one on the log axis."""
+    kept: list[float] = []
+    for tick in ticks:
+        if not kept or tick / kept[-1] > 1.25:
+            kept.append(tick)
+    return kept

@@ -1,0 +1,135 @@
+"""The leaderboard rows: our records grouped per cell, side by side with the paper cells.
+
+One row per (our cell, matching paper cell) pair, plus our cells without a paper number
+("ours only") and paper cells without records of ours ("paper only").
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+
+import numpy as np
+import pandas as pd
+
+from reports.load import DEFAULT_METRIC, NOTION_FIELDS
+
+GROUP_KEYS = ["dataset", "method", "variant", "suite", "epsilon", "delta"]
+_MATCH_KEYS = ["dataset", "method", "variant", "epsilon_key"]
+PAPER_FIELDS = ["paper", "table", "column", "column_inferred", "paper_value", "note"]
+ROW_COLUMNS = [
+    "dataset", "metric", "section", "method", "variant", "suite", "epsilon", "delta",
+    *NOTION_FIELDS, "n", "failed", "mean", "std", *PAPER_FIELDS, "diff",
+    "beyond_tolerance", "cell"]
+LOWER_IS_BETTER = frozenset({"rmse"})
+
+
+def metric_by_dataset(published: pd.DataFrame) -> dict[str, str]:
+    """The headline metric of each dataset is the one its paper cells report."""
+    return published.groupby("dataset")["metric"].first().to_dict()
+
+
+def metric_tolerance(metric: str, tolerance: float) -> float:
+    """The tolerance is in accuracy points; RMSE (ratings 1-5) is judged at 1/100 of it."""
+    return tolerance / 100 if metric == "rmse" else tolerance
+
+
+def cell_id(key: tuple) -> str:
+    """A stable file name for one of our cells (dataset, method, variant, suite, e, delta)."""
+    text = json.dumps([str(part) for part in key])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def group_records(records: pd.DataFrame) -> pd.DataFrame:
+    """One row per cell: mean, sample std and n over ok seeds; failed runs only counted."""
+    if records.empty:
+        return pd.DataFrame(columns=[*GROUP_KEYS, "metric", *NOTION_FIELDS, "n", "failed",
+                                     "mean", "std", "cell"])
+    ok = records[records["status"] == "ok"]
+    grouped = records.groupby(GROUP_KEYS, sort=True)
+    cells = grouped.agg(metric=("metric", "first"),
+                        failed=("status", lambda status: int((status == "failed").sum())))
+    for field in NOTION_FIELDS:
+        cells[field] = grouped[field].agg(_distinct)
+    stats = ok.groupby(GROUP_KEYS)["value"].agg(n="count", mean="mean", std="std")
+    cells = cells.join(stats).reset_index()
+    cells["n"] = cells["n"].fillna(0).astype(int)
+    cells["cell"] = [cell_id(key) for key in cells[GROUP_KEYS].itertuples(index=False)]
+    return cells
+
+
+def compute_rows(records: pd.DataFrame, published: pd.DataFrame,
+                 tolerance: float) -> pd.DataFrame:
+    cells = group_records(records).assign(
+        epsilon_key=lambda frame: _epsilon_key(frame["epsilon"]))
+    paper = published.rename(columns={"value": "paper_value", "delta": "paper_delta"}).assign(
+        paper_id=published.index, epsilon_key=_epsilon_key(published["epsilon"]))
+    pairs = cells.merge(paper[[*_MATCH_KEYS, "paper_delta", "paper_id", *PAPER_FIELDS]],
+                        on=_MATCH_KEYS)
+    # An (e, delta) cell of ours compares only with a paper cell at the same delta.
+    pairs = pairs[(pairs["delta"] == 0) | np.isclose(pairs["delta"], pairs["paper_delta"])]
+    ours_only = cells[~cells["cell"].isin(pairs["cell"])]
+    paper_only = paper[~paper["paper_id"].isin(pairs["paper_id"])].assign(
+        delta=lambda frame: frame["paper_delta"], suite="", n=0, failed=0,
+        mean=math.nan, std=math.nan, cell="")
+    rows = pd.concat([frame for frame in (pairs, ours_only, paper_only) if not frame.empty],
+                     ignore_index=True)
+    rows = rows.reindex(columns=[c for c in ROW_COLUMNS if c != "section"])
+    rows["column_inferred"] = rows["column_inferred"].astype("boolean")
+    rows["metric"] = rows["metric"].fillna(DEFAULT_METRIC)
+    rows["diff"] = rows["mean"] - rows["paper_value"]
+    limit = rows["metric"].map(lambda metric: metric_tolerance(metric, tolerance))
+    rows["beyond_tolerance"] = rows["diff"].abs() > limit
+    rows["section"] = _sections(rows)
+    rows = rows.sort_values(["dataset", "section", "method", "variant", "suite", "epsilon",
+                             "delta", "paper", "table", "column"], na_position="first")
+    return rows[ROW_COLUMNS].reset_index(drop=True)
+
+
+def section_of(protects: str, neighbours: str) -> str:
+    return f"{protects} / {neighbours}"
+
+
+def _sections(rows: pd.DataFrame) -> pd.Series:
+    """The privacy notion a row is shown under. A method's non-private (e = inf) cells
+    stay in its private section so that a table row reads across all of its budgets."""
+    own = pd.Series([section_of(p, n) for p, n in zip(rows["protects"], rows["neighbours"])],
+                    index=rows.index)
+    private = own[rows["protects"] != "nothing"]
+    family = rows[["dataset", "method", "variant"]].astype(str).agg("|".join, axis=1)
+    private_of_family = private.groupby(family[private.index]).first()
+    adopted = family.map(private_of_family)
+    return adopted.where((rows["protects"] == "nothing") & adopted.notna(), own)
+
+
+def _epsilon_key(epsilon: pd.Series) -> pd.Series:
+    return epsilon.astype(float).round(6)
+
+
+def _distinct(values: pd.Series) -> str:
+    return " | ".join(sorted({value for value in values if value}))
+
+
+def markdown(rows: pd.DataFrame) -> str:
+    """The rows as a Markdown table (pipes in text escaped)."""
+    header = ["dataset", "privacy", "method", "variant", "suite", "epsilon", "delta",
+              "ours", "failed", "paper", "citation", "diff"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in rows.itertuples(index=False):
+        ours = "" if row.n == 0 else (
+            f"{row.mean:.2f}" + ("" if pd.isna(row.std) else f" ± {row.std:.2f}")
+            + f" (n={row.n})")
+        citation = "" if pd.isna(row.paper_value) else (
+            f"{row.paper}, {row.table}, {row.column}"
+            + (" (inferred column)" if row.column_inferred else ""))
+        cells = [row.dataset, f"{row.protects}, {row.neighbours}, {row.kind}, {row.accountant}",
+                 row.method, row.variant, row.suite or "paper only", format_epsilon(row.epsilon),
+                 "" if pd.isna(row.delta) else f"{row.delta:g}", ours, str(row.failed or ""),
+                 "" if pd.isna(row.paper_value) else f"{row.paper_value:g}", citation,
+                 "" if pd.isna(row.diff) else f"{row.diff:+.2f}" + (" !" if row.beyond_tolerance else "")]
+        lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def format_epsilon(epsilon: float) -> str:
+    return "inf" if math.isinf(epsilon) else f"{epsilon:g}"
