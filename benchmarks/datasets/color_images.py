@@ -96,5 +96,5 @@ register(DatasetSpec(
     # md5 of the cropped-digit files, as registered in torchvision's SVHN.split_list.
     checksums=(("train_32x32.mat", "md5:e26dedcc434d2e4c54c9b2d4a06d8373"),
                ("test_32x32.mat", "md5:eb5a983be6a315427106f1b164d9cef3")),
-    reader=read_svhn, obtain="http://ufldl.stanford.edu/housenumbers/ (format 2)",
+    reader=read_svhn, obtain="http://ufldl.stanford.edu/housenumbers/, format 2",
 ))

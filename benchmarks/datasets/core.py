@@ -205,6 +205,7 @@ def _write_cache(path: Path, train: Split, test: Split) -> None:
     try:
         with os.fdopen(fd, "wb") as f:
             np.savez(f, sha256=np.array(_digest(arrays)), **arrays)
+            os.fchmod(f.fileno(), 0o644)  # mkstemp's 0600 would hide a shared cache
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

@@ -62,7 +62,7 @@ register(DatasetSpec(
     citation="Alpaydin, Kaynak. Optical recognition of handwritten digits. UCI Machine "
              "Learning Repository, 1998, doi:10.24432/C50P49 (scikit-learn's load_digits).",
     checksums=((SOURCE, "sha256:f6d9e39f37dc45d327f6db33428ee58970ccceabb2535a5c179de35886b70443"),),
-    reader=read_digits, files=(), obtain=OBTAIN,
+    reader=read_digits, files=(), offline=True, obtain=OBTAIN,
 ))
 
 register(DatasetSpec(
@@ -71,5 +71,5 @@ register(DatasetSpec(
              "Machine Learning Repository, 1995, doi:10.24432/C5DW2B (scikit-learn's "
              "load_breast_cancer; label 1 = benign).",
     checksums=((SOURCE, "sha256:25e2eb7b7a8745b1bde5ba18bc4969983d2e2f403291ecd5bde4a29ef30c3859"),),
-    reader=read_breast_cancer, files=(), obtain=OBTAIN,
+    reader=read_breast_cancer, files=(), offline=True, obtain=OBTAIN,
 ))
