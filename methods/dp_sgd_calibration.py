@@ -1,0 +1,160 @@
+"""DP-SGD privacy calibration: the noise multiplier that meets a target (epsilon, delta).
+
+Accounting is dp_accounting's RDP accountant for the Poisson-sampled Gaussian mechanism
+(add/remove neighbours), composed over every training step; the PLD accountant's epsilon
+for the same noise is reported alongside. Each example is its own microbatch, so the
+sensitivity of the clipped sum is the clip norm C (no microbatching, hence no doubling).
+
+TensorFlow-free: the CLI imports this module for ``privboard privacy dp-sgd``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from typing import Any
+
+import dp_accounting
+from dp_accounting import pld, rdp
+
+# The binary search over the noise multiplier stays inside this range; a budget that no
+# multiplier in it meets is reported as unmeetable rather than silently clamped.
+SIGMA_RANGE = (0.1, 1000.0)
+# Relative width at which the search stops: the returned sigma is within 0.01% of the
+# smallest sigma that meets the target.
+SIGMA_RELATIVE_TOLERANCE = 1e-4
+
+
+def _event(noise_multiplier: float, sampling_rate: float, steps: int) -> dp_accounting.DpEvent:
+    return dp_accounting.SelfComposedDpEvent(
+        dp_accounting.PoissonSampledDpEvent(
+            sampling_rate, dp_accounting.GaussianDpEvent(noise_multiplier)),
+        steps)
+
+
+def rdp_epsilon(noise_multiplier: float, sampling_rate: float, steps: int,
+                delta: float) -> float:
+    """Epsilon of ``steps`` Poisson-sampled Gaussian steps under the RDP accountant."""
+    accountant = rdp.RdpAccountant(neighboring_relation=
+                                   dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE)
+    accountant.compose(_event(noise_multiplier, sampling_rate, steps))
+    return float(accountant.get_epsilon(delta))
+
+
+def pld_epsilon(noise_multiplier: float, sampling_rate: float, steps: int,
+                delta: float) -> float:
+    """The same under the PLD accountant (tighter; pessimistic discretisation)."""
+    accountant = pld.PLDAccountant(dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE)
+    accountant.compose(_event(noise_multiplier, sampling_rate, steps))
+    return float(accountant.get_epsilon(delta))
+
+
+def steps_for(dataset_size: int, batch_size: int, epochs: float) -> int:
+    """Training steps: ``epochs`` passes in expectation at sampling rate batch/N."""
+    return math.ceil(epochs * dataset_size / batch_size)
+
+
+def validate(epsilon: float, delta: float, dataset_size: int, batch_size: int,
+             epochs: float) -> None:
+    """Raise ValueError (one line) for input no DP-SGD run can honour."""
+    if not isinstance(epsilon, (int, float)) or math.isnan(epsilon) or epsilon <= 0:
+        raise ValueError(f"epsilon must be > 0, got {epsilon!r}")
+    if math.isinf(epsilon):
+        raise ValueError("DP-SGD needs a finite epsilon; epsilon = inf is non-private "
+                         "training, use a non-private baseline")
+    if not isinstance(delta, (int, float)) or math.isnan(delta) or not 0 < delta < 1:
+        raise ValueError(f"delta must be in (0, 1), got {delta!r}")
+    if int(dataset_size) != dataset_size or dataset_size < 1:
+        raise ValueError(f"dataset size must be a positive integer, got {dataset_size!r}")
+    if int(batch_size) != batch_size or not 1 <= batch_size <= dataset_size:
+        raise ValueError(f"batch size must be an integer in [1, dataset size "
+                         f"{dataset_size}], got {batch_size!r}")
+    if not isinstance(epochs, (int, float)) or not 0 < epochs < math.inf:
+        raise ValueError(f"epochs must be a positive finite number, got {epochs!r}")
+    if delta >= 1 / dataset_size:
+        raise ValueError(f"delta = {delta:g} >= 1/N = {1 / dataset_size:g}: such a delta "
+                         f"allows publishing a random record; choose delta < 1/N")
+
+
+def calibrate(epsilon: float, delta: float, dataset_size: int, batch_size: int,
+              epochs: float) -> dict[str, Any]:
+    """The smallest noise multiplier (to 0.01%) whose RDP epsilon is <= ``epsilon``.
+
+    Returns noise_multiplier, steps, sampling_rate, epsilon_rdp, epsilon_pld and delta.
+    Raises ValueError before any search when the input is invalid, and when no noise
+    multiplier in SIGMA_RANGE meets the target.
+    """
+    validate(epsilon, delta, dataset_size, batch_size, epochs)
+    rate = batch_size / dataset_size
+    steps = steps_for(dataset_size, batch_size, epochs)
+
+    def meets(sigma: float) -> bool:
+        return rdp_epsilon(sigma, rate, steps, delta) <= epsilon
+
+    low, high = SIGMA_RANGE
+    if not meets(high):
+        raise ValueError(
+            f"epsilon = {epsilon:g} at delta = {delta:g} is unmeetable with {steps} steps at "
+            f"sampling rate {rate:.4g}: even noise multiplier {high:g} spends "
+            f"{rdp_epsilon(high, rate, steps, delta):.3g}; use fewer epochs or a smaller batch")
+    if meets(low):
+        raise ValueError(
+            f"epsilon = {epsilon:g} at delta = {delta:g} is met by noise multiplier {low:g} "
+            f"already (the bottom of the search range {SIGMA_RANGE}); such a budget gives "
+            f"no meaningful protection: train longer or use a smaller epsilon")
+    while high / low > 1 + SIGMA_RELATIVE_TOLERANCE:
+        middle = math.sqrt(low * high)  # bisect in log space: the range spans decades
+        low, high = (low, middle) if meets(middle) else (middle, high)
+    return {
+        "noise_multiplier": high,
+        "steps": steps,
+        "sampling_rate": rate,
+        "epsilon_rdp": rdp_epsilon(high, rate, steps, delta),
+        "epsilon_pld": pld_epsilon(high, rate, steps, delta),
+        "delta": delta,
+    }
+
+
+# --- the command: privboard privacy dp-sgd --------------------------------------------
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--epsilon", type=float, required=True, help="target epsilon")
+    parser.add_argument("--delta", type=float, required=True, help="target delta (< 1/N)")
+    parser.add_argument("--dataset-size", type=int, required=True,
+                        help="number of training examples N")
+    parser.add_argument("--batch-size", type=int, required=True,
+                        help="expected batch size L (sampling rate L/N)")
+    parser.add_argument("--epochs", type=float, required=True,
+                        help="epochs in expectation (steps = ceil(epochs N / L))")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the calibration; exit code 2 with one error line for unusable input."""
+    try:
+        result = calibrate(args.epsilon, args.delta, args.dataset_size, args.batch_size,
+                           args.epochs)
+    except ValueError as error:
+        print(f"privboard privacy dp-sgd: error: {error}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    print(f"noise multiplier {result['noise_multiplier']:.4f} "
+          f"(Poisson sampling rate {result['sampling_rate']:.6g}, {result['steps']} steps)\n"
+          f"epsilon {result['epsilon_rdp']:.4f} (RDP accountant), "
+          f"{result['epsilon_pld']:.4f} (PLD accountant) at delta {result['delta']:g}; "
+          f"full DP, add/remove neighbours")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="privboard privacy dp-sgd",
+                                     description="Calibrate DP-SGD's noise multiplier.")
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
