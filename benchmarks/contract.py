@@ -133,6 +133,8 @@ class Method:
         """Why this method cannot run a setting, or None if it can."""
         if task not in cls.tasks:
             return f"{cls.name} handles {', '.join(cls.tasks)} data, not {task}"
+        if cls.notion == NON_PRIVATE and budget.private:
+            return f"{cls.name} is non-private and runs only at epsilon = inf"
         if cls.needs_delta and budget.private and budget.delta == 0:
             return f"{cls.name} gives (epsilon, delta)-DP and needs delta > 0"
         return None

@@ -10,7 +10,7 @@ from benchmarks.contract import Method, Split
 
 TRAINING_DEFAULTS: dict[str, Any] = {
     "model": "cnn", "epochs": 8, "batch_size": 256, "peak_lr": 0.05, "warmup": 0.15,
-    "momentum": 0.9, "weight_decay": 1e-4,
+    "schedule": "linear", "momentum": 0.9, "weight_decay": 1e-4, "augment": False,
 }
 
 
@@ -34,6 +34,7 @@ class KerasClassifier(Method):
         h = self.hparams
         training.fit(self.model, x, labels, self.num_classes, epochs=h["epochs"],
                      batch_size=h["batch_size"], peak_lr=h["peak_lr"], warmup=h["warmup"],
+                     schedule=h["schedule"], augment=h["augment"],
                      momentum=h["momentum"], weight_decay=h["weight_decay"],
                      mixup_alpha=mixup_alpha, seed=self.seed, progress=self.progress,
                      label=label)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from benchmarks.contract import NON_PRIVATE, Budget, Spent, Split
+from benchmarks.contract import NON_PRIVATE, Spent, Split
 from methods.keras_classifier import TRAINING_DEFAULTS, KerasClassifier
 
 
@@ -13,12 +13,6 @@ class NonPrivate(KerasClassifier):
     paper = "reference: no privacy (the e=inf columns of the label-DP paper's tables)"
     notion = NON_PRIVATE
     defaults: ClassVar[dict[str, Any]] = {**TRAINING_DEFAULTS, "mixup_alpha": 4.0}
-
-    @classmethod
-    def skip_reason(cls, task: str, budget: Budget) -> str | None:
-        if budget.private:
-            return "non-private runs only at epsilon = inf"
-        return super().skip_reason(task, budget)
 
     def fit(self, train: Split, num_classes: int) -> "NonPrivate":
         self._build(train, num_classes)
