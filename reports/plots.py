@@ -25,7 +25,9 @@ def plot_dataset(rows: pd.DataFrame, path: Path) -> None:
         return [inf_x if math.isinf(e) else e for e in epsilon]
 
     lines = sorted(set(zip(rows["method"], rows["variant"])))
-    colours = {line: plt.get_cmap("tab20")(i % 20) for i, line in enumerate(lines)}
+    # Ten distinct colours; past ten lines the paper's marker changes instead.
+    colours = {line: f"C{i % 10}" for i, line in enumerate(lines)}
+    markers = {line: "x+1*"[i // 10 % 4] for i, line in enumerate(lines)}
     fig, ax = plt.subplots(figsize=(10, 4.5))
     ours = rows[rows["n"] > 0].drop_duplicates("cell")
     for (method, variant, suite), line in ours.groupby(["method", "variant", "suite"]):
@@ -37,7 +39,7 @@ def plot_dataset(rows: pd.DataFrame, path: Path) -> None:
     paper = rows[rows["paper_value"].notna()].drop_duplicates(
         ["method", "variant", "epsilon", "paper_value"])
     for (method, variant), points in paper.groupby(["method", "variant"]):
-        ax.scatter(x_of(points["epsilon"]), points["paper_value"], marker="x", s=50,
+        ax.scatter(x_of(points["epsilon"]), points["paper_value"], marker=markers[method, variant], s=50,
                    color=colours[method, variant], label=_label("paper", method, variant, ""))
     ax.set_xscale("log")
     ticks = _spaced(sorted(set(finite)))
@@ -51,7 +53,7 @@ def plot_dataset(rows: pd.DataFrame, path: Path) -> None:
     ax.set_ylabel(METRIC_LABELS.get(rows["metric"].iloc[0], rows["metric"].iloc[0]))
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
-    fig.tight_layout()
+    fig.subplots_adjust(left=0.08, right=0.64, bottom=0.13, top=0.96)  # legend on the right
     fig.savefig(path, dpi=90)
     plt.close(fig)
 

@@ -1,0 +1,167 @@
+import json
+import math
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import reports
+from baselines import load_claims, load_published
+from reports.claims import check_claims
+from reports.load import ReportError, load_records
+from reports.rows import compute_rows, metric_by_dataset
+
+GOLDEN = Path(__file__).parent / "golden"
+ROOT = Path(__file__).parent.parent
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    out = tmp_path_factory.mktemp("golden") / "site"
+    index = reports.build(GOLDEN / "records", out)
+    assert index == out / "index.html"
+    return out
+
+
+def _read_rows(path):
+    return pd.read_csv(path, dtype={"variant": str, "suite": str, "cell": str})
+
+
+def test_rows_equal_the_golden_file(site):
+    built, expected = _read_rows(site / "rows.csv"), _read_rows(GOLDEN / "expected_rows.csv")
+    pd.testing.assert_frame_equal(built, expected, check_exact=False, rtol=1e-9)
+
+
+def test_golden_rows_hold_the_hand_computed_numbers(site):
+    rows = _read_rows(site / "rows.csv").fillna({"variant": "", "suite": ""})
+    mine = rows[(rows.dataset == "mnist") & (rows.method == "lp-1st") & (rows.suite == "quick")]
+    two_seeds = mine[mine.epsilon == 1].iloc[0]
+    assert (two_seeds.n, two_seeds["mean"]) == (2, 95.0)
+    assert two_seeds["std"] == pytest.approx(math.sqrt(0.08))  # sample std of 94.8, 95.2
+    assert (two_seeds.paper_value, two_seeds["diff"]) == (95.34, pytest.approx(-0.34))
+    assert bool(two_seeds.column_inferred) and not two_seeds.beyond_tolerance
+    one_failed = mine[mine.epsilon == 2].iloc[0]
+    assert (one_failed.n, one_failed.failed, one_failed["mean"]) == (1, 1, 97.5)
+    dp_sgd = rows[(rows.dataset == "mnist") & (rows.method == "dp-sgd") & (rows.suite == "quick")]
+    assert sorted(dp_sgd.paper) == ["Abadi et al. 2016", "Ghazi et al. 2021"]
+    assert dp_sgd.beyond_tolerance.all() and (dp_sgd.delta == 1e-5).all()
+    assert (dp_sgd.neighbours == "add/remove").all()
+    non_private = rows[(rows.method == "non-private") & (rows.suite == "quick")].iloc[0]
+    assert math.isinf(non_private.epsilon) and non_private.paper_value == 99.33
+    paper_only = rows[(rows.dataset == "kmnist") & (rows.method == "lp-2st")]
+    assert len(paper_only) == 4 and (paper_only.n == 0).all()
+    assert paper_only.suite.eq("").all()
+
+
+def test_index_shows_notions_failures_and_citations(site):
+    html = (site / "index.html").read_text()
+    for piece in ("1 failed", "quick suite", "inferred column", "paper only",
+                  "not an overall model epsilon", "Label-DP", "Full DP", "±1.0",
+                  "95.00 ± 0.28", "Ghazi et al. 2021, Table 4, e=1", 'class="diff-bad"',
+                  "pre-trained on CIFAR-100", "rows.csv", "rows.md"):
+        assert piece in html, piece
+    assert re.search(r"verdict-TRUE\">TRUE</span>\s*Objective perturbation", html)
+    assert "not enough runs" in html
+
+
+def _links(page):
+    return re.findall(r'(?:href|src)="([^"#]+)', page.read_text())
+
+
+def test_every_link_resolves_and_cells_reach_the_raw_records(site):
+    pages = [site / "index.html", *sorted((site / "cells").glob("*.html"))]
+    assert len(pages) == 1 + 8  # one provenance page per cell of ours
+    for page in pages:
+        for link in _links(page):
+            assert (page.parent / link).is_file(), f"{page.name} -> {link}"
+    raw = {Path(link).name for page in pages[1:] for link in _links(page) if link.endswith(".json")}
+    assert raw == {path.name for path in (GOLDEN / "records").glob("*.json")}
+    assert len(list((site / "plots").glob("*.png"))) == len(set(load_published().dataset))
+
+
+def test_cell_page_lists_provenance(site):
+    html = "".join(page.read_text() for page in (site / "cells").glob("*.html"))
+    for piece in ("0123456789abcdef0123456789abcdef01234567", "dirty", "sha256:mnist-golden",
+                  "61.5 s", "out of memory", "batch_size", "1.26.4", "epsilon=2.0"):
+        assert piece in html, piece
+
+
+def _results_with(tmp_path, **changes):
+    results = tmp_path / "results"
+    shutil.copytree(GOLDEN / "records", results)
+    record = json.loads((results / "mnist-lp1st-e1-s0.json").read_text())
+    record.update(changes, cell_id="extra")
+    (results / "extra.json").write_text(json.dumps(record))
+    return results
+
+
+def test_claim_turns_false_when_the_better_method_loses(tmp_path):
+    results = _results_with(tmp_path, method="lp-2st", metrics={"accuracy_pct": 90.0})
+    published = load_published()
+    checked = {claim["claim_id"]: claim for claim in check_claims(
+        load_claims(), load_records(results, metric_by_dataset(published)))}
+    assert checked["lp-2st-beats-lp-1st-mnist"]["verdict"] == "FALSE"
+    [comparison] = checked["lp-2st-beats-lp-1st-mnist"]["comparisons"]
+    assert (comparison["mean_better"], comparison["mean_worse"]) == (90.0, 95.0)
+    assert checked["objective-beats-output-adult"]["verdict"] == "TRUE"
+    assert checked["pate-plus-beats-pate-fashion-mnist"]["verdict"] == "not enough runs"
+
+
+def test_tolerance_decides_the_marks():
+    published = load_published()
+    records = load_records(GOLDEN / "records", metric_by_dataset(published))
+    loose = compute_rows(records, published, tolerance=2.5)
+    assert not loose.beyond_tolerance.any()
+    strict = compute_rows(records, published, tolerance=0.3)
+    assert set(strict[strict.beyond_tolerance].method) == {"dp-sgd", "lp-1st", "spread-lr"}
+
+
+def test_missing_results_dir_is_one_line_and_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "site"
+    assert reports.main(["--results", str(tmp_path / "nope"), "--out", str(out)]) == 1
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "does not exist" in error
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("text, message", [
+    ("{not json", "not valid JSON"),
+    ('{"schema": 1, "status": "ok"}', "missing cell_id"),
+])
+def test_bad_record_keeps_the_previous_site(tmp_path, text, message, site):
+    out = tmp_path / "site"
+    shutil.copytree(site, out)
+    before = sorted(path.relative_to(out) for path in out.rglob("*"))
+    results = tmp_path / "results"
+    shutil.copytree(GOLDEN / "records", results)
+    (results / "zz-bad.json").write_text(text)
+    with pytest.raises(ReportError, match=message):
+        reports.build(results, out)
+    assert sorted(path.relative_to(out) for path in out.rglob("*")) == before
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["results", "site"]
+
+
+def test_help(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        reports.main(["--help"])
+    assert exit_.value.code == 0
+    help_text = capsys.readouterr().out
+    for option in ("--results DIR", "--out DIR", "--tolerance"):
+        assert option in help_text
+
+
+def test_fresh_build_escapes_record_text_and_never_imports_tensorflow(tmp_path):
+    results = _results_with(tmp_path, variant="<script>alert(1)</script>")
+    code = ("import sys, reports; from pathlib import Path; "
+            f"reports.build(Path({str(results)!r}), Path({str(tmp_path / 'site')!r})); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'tensorflow'))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, check=True)
+    assert done.stdout.strip() == "[]"
+    html = (tmp_path / "site" / "index.html").read_text()
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "<script>" not in html
