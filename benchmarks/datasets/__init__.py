@@ -11,3 +11,5 @@ from benchmarks.datasets import (adult, color_images, kddcup, mnist_like,  # noq
 
 __all__ = ["SPECS", "DataError", "DatasetSpec", "data_dir", "get_spec", "load", "register",
            "status"]
+# Last: derived datasets are cut from the ones registered above.
+from benchmarks.datasets import derived  # noqa: E402,F401
