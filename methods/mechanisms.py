@@ -1,0 +1,265 @@
+"""Label-DP randomizers: randomized response, RRTop-k, RRWithPrior and noisy cluster priors.
+
+Ghazi et al. 2021, "Deep Learning with Label Differential Privacy" (Algorithms 1, 2 and 4).
+Every randomizer is epsilon-DP with respect to the label of each row, given that row's
+prior; the prior itself must not depend on the label being randomized.
+
+Each row's top-k set is the k classes with the largest prior, ties broken by the smaller
+class index. The rule looks at the prior only, never at the label, which is what Lemma 1
+needs.
+
+All functions work on whole batches at once (N rows, K classes) with numpy only: one sort
+of the (N, K) prior matrix and one uniform draw per row.
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+import scipy.stats
+
+# Priors often come from a float32 softmax, whose rows sum to 1 only up to rounding.
+_SUM_TOLERANCE = 1e-5
+
+
+def _as_epsilon(epsilon, allow_inf: bool = True) -> float:
+    if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real):
+        raise ValueError(f"epsilon must be a real number, got {epsilon!r}")
+    eps = float(epsilon)
+    if not eps > 0 or (eps == np.inf and not allow_inf):
+        allowed = "> 0 (inf allowed)" if allow_inf else "finite and > 0"
+        raise ValueError(f"epsilon must be {allowed}, got {epsilon!r}")
+    return eps
+
+
+def _as_count(value, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    return int(value)
+
+
+def _as_priors(priors) -> np.ndarray:
+    p = np.asarray(priors, dtype=float)
+    if p.ndim != 2 or p.shape[1] == 0:
+        raise ValueError(f"priors must be a 2-D array (N, K) with K >= 1, got shape {p.shape}")
+    lowest = p.min(initial=np.inf)
+    if np.isnan(lowest):
+        raise ValueError("priors contain NaN")
+    if lowest < 0:
+        raise ValueError(f"priors must be non-negative, found {lowest}")
+    sums = p.sum(axis=1)
+    bad = np.flatnonzero(np.abs(sums - 1.0) > _SUM_TOLERANCE)
+    if bad.size:
+        raise ValueError(f"each row of priors must sum to 1 (within {_SUM_TOLERANCE}); "
+                         f"row {bad[0]} sums to {sums[bad[0]]}")
+    return p
+
+
+def _as_classes(values, length: int | None, num_classes: int, name: str) -> np.ndarray:
+    """Validate a 1-D integer array with entries in [0, num_classes)."""
+    v = np.asarray(values)
+    if v.ndim != 1 or (length is not None and len(v) != length):
+        expected = "(N,)" if length is None else f"({length},)"
+        raise ValueError(f"{name} must have shape {expected}, got {v.shape}")
+    if v.size == 0:
+        return v.astype(np.intp)
+    if not np.issubdtype(v.dtype, np.integer):
+        raise ValueError(f"{name} must be integers, got dtype {v.dtype}")
+    if v.min() < 0 or v.max() >= num_classes:
+        raise ValueError(f"{name} must be in [0, {num_classes - 1}], "
+                         f"found values in [{v.min()}, {v.max()}]")
+    return v.astype(np.intp)
+
+
+def _as_k(k, num_rows: int, num_classes: int) -> np.ndarray:
+    ks = np.asarray(k)
+    if not np.issubdtype(ks.dtype, np.integer):
+        raise ValueError(f"k must be an integer or an integer array, got {k!r}")
+    if ks.ndim == 0:
+        ks = np.full(num_rows, ks)
+    elif ks.shape != (num_rows,):
+        raise ValueError(f"k must be a scalar or have shape ({num_rows},), got {ks.shape}")
+    if ks.size and (ks.min() < 1 or ks.max() > num_classes):
+        raise ValueError(f"k must be in [1, {num_classes}], found values in [{ks.min()}, {ks.max()}]")
+    return ks.astype(np.intp)
+
+
+def _as_rng(rng) -> np.random.Generator:
+    if not isinstance(rng, np.random.Generator):
+        raise ValueError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
+    return rng
+
+
+def _sorted_desc(priors: np.ndarray) -> np.ndarray:
+    """Each row's priors in decreasing order, C-contiguous.
+
+    Sorting values is several times faster than argsort; classes are found again by value.
+    Negating in place keeps the rows contiguous without another (N, K) temporary.
+    """
+    desc = np.negative(priors)
+    desc.sort(axis=1)
+    return np.negative(desc, out=desc)
+
+
+def _rr_probabilities(k: np.ndarray, epsilon: float) -> tuple[np.ndarray, np.ndarray]:
+    """P(keep the label) and P(each other top-k member) for a label inside the top-k set.
+
+    Written with e^-epsilon so that a large epsilon cannot overflow.
+    """
+    denominator = 1.0 + (k - 1) * np.exp(-epsilon)
+    return 1.0 / denominator, np.exp(-epsilon) / denominator
+
+
+def _optimal_k(desc: np.ndarray, epsilon: float) -> np.ndarray:
+    num_classes = desc.shape[1]
+    w = np.empty_like(desc)
+    np.cumsum(desc, axis=1, out=w[:, ::-1])  # w[:, j] holds w_k for k = K - j
+    w /= 1.0 + np.arange(num_classes - 1, -1, -1) * np.exp(-epsilon)
+    # argmax takes the first maximum, here the largest maximising k: ties go to the larger k,
+    # so epsilon = inf gives k = K and every label is kept.
+    return num_classes - np.argmax(w, axis=1)
+
+
+def _top_k_mask(priors: np.ndarray, desc: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """(N, K) membership of each row's top-k set."""
+    kth = desc[np.arange(len(k)), k - 1]
+    above = priors > kth[:, None]
+    tied = priors == kth[:, None]
+    # Classes tied at the k-th value fill the remaining places in index order.
+    room = k - np.count_nonzero(above, axis=1)
+    return above | (tied & (np.cumsum(tied, axis=1) <= room[:, None]))
+
+
+def _class_at(priors: np.ndarray, desc: np.ndarray, position: np.ndarray) -> np.ndarray:
+    """The class at `position` of each row's order (decreasing prior, ties by index)."""
+    value = desc[np.arange(len(position)), position]
+    same = priors == value[:, None]
+    cls = np.argmax(same, axis=1)
+    tied = np.flatnonzero(np.count_nonzero(same, axis=1) > 1)
+    if tied.size:
+        # Tied classes take the positions after every larger prior, in index order.
+        nth = position[tied] - np.count_nonzero(priors[tied] > value[tied, None], axis=1)
+        cls[tied] = np.argmax(np.cumsum(same[tied], axis=1) > nth[:, None], axis=1)
+    return cls
+
+
+def _sample_top_k(labels, priors, desc, k, epsilon, rng) -> np.ndarray:
+    n = len(labels)
+    rows = np.arange(n)
+    kth = desc[rows, k - 1]
+    prior_of_label = priors[rows, labels]
+    in_top = prior_of_label > kth
+    at_kth = np.flatnonzero(prior_of_label == kth)  # only there does the tie rule matter
+    in_top[at_kth] = _top_k_mask(priors[at_kth], desc[at_kth], k[at_kth])[
+        np.arange(at_kth.size), labels[at_kth]]
+
+    # One uniform per row, cut into slots of probability `each`. Inside the top-k set slots
+    # 0..k-2 are the other members and the rest of [0, 1) keeps the label; outside it slots
+    # 0..k-1 are the members.
+    _, other = _rr_probabilities(k, epsilon)
+    each = np.where(in_top, other, 1.0 / k)
+    slot = np.floor(np.divide(rng.random(n), each, out=np.full(n, np.inf), where=each > 0))
+    kept = in_top & (slot >= k - 1)
+    out = _class_at(priors, desc, np.minimum(slot, k - 1).astype(np.intp))
+    # Slots 0..k-2 point at positions 0..k-2; where that is the label itself, position k-1
+    # stands in for it, so every other member keeps probability `other`.
+    hit = np.flatnonzero(in_top & ~kept & (out == labels))
+    out[hit] = _class_at(priors[hit], desc[hit], k[hit] - 1)
+    out[kept] = labels[kept]
+    return out
+
+
+def _top_k_distribution(labels, priors, desc, k, epsilon) -> np.ndarray:
+    rows = np.arange(len(labels))
+    member = _top_k_mask(priors, desc, k)
+    in_top = member[rows, labels]
+    keep, other = _rr_probabilities(k, epsilon)
+    dist = member * np.where(in_top, other, 1.0 / k)[:, None]
+    dist[rows[in_top], labels[in_top]] = keep[in_top]
+    return dist
+
+
+def _checked(labels, priors, epsilon):
+    p = _as_priors(priors)
+    return _as_classes(labels, len(p), p.shape[1], "labels"), p, _as_epsilon(epsilon)
+
+
+def optimal_k(priors, epsilon) -> np.ndarray:
+    """k* per row: the k maximising w_k = e^eps / (e^eps + k - 1) * (sum of the k largest priors).
+
+    w_k is P(output == label) when the label is drawn from the prior; among equal w_k the
+    larger k is chosen. Returns an int array (N,).
+    """
+    p = _as_priors(priors)
+    return _optimal_k(_sorted_desc(p), _as_epsilon(epsilon))
+
+
+def rr_top_k(labels, priors, k, epsilon, rng) -> np.ndarray:
+    """RRTop-k (Algorithm 1) on each row; k is an int or an int array (N,).
+
+    A label inside its row's top-k set is kept with probability e^eps / (e^eps + k - 1) and
+    otherwise replaced by another member, each with probability 1 / (e^eps + k - 1); a label
+    outside it is replaced by a uniformly drawn member.
+    """
+    labels, p, eps = _checked(labels, priors, epsilon)
+    return _sample_top_k(labels, p, _sorted_desc(p), _as_k(k, len(p), p.shape[1]), eps,
+                         _as_rng(rng))
+
+
+def rr_with_prior(labels, priors, epsilon, rng) -> np.ndarray:
+    """RRWithPrior (Algorithm 2): RRTop-k with each row's k = optimal_k. epsilon = inf keeps every label."""
+    labels, p, eps = _checked(labels, priors, epsilon)
+    desc = _sorted_desc(p)
+    return _sample_top_k(labels, p, desc, _optimal_k(desc, eps), eps, _as_rng(rng))
+
+
+def rr_top_k_distribution(labels, priors, k, epsilon) -> np.ndarray:
+    """Exact output distribution (N, K) of rr_top_k for the given labels."""
+    labels, p, eps = _checked(labels, priors, epsilon)
+    return _top_k_distribution(labels, p, _sorted_desc(p), _as_k(k, len(p), p.shape[1]), eps)
+
+
+def rr_with_prior_distribution(labels, priors, epsilon) -> np.ndarray:
+    """Exact output distribution (N, K) of rr_with_prior for the given labels."""
+    labels, p, eps = _checked(labels, priors, epsilon)
+    desc = _sorted_desc(p)
+    return _top_k_distribution(labels, p, desc, _optimal_k(desc, eps), eps)
+
+
+def randomized_response(labels, num_classes, epsilon, rng) -> np.ndarray:
+    """Plain K-ary randomized response: RRTop-K, whose top-K set is every class."""
+    num_classes = _as_count(num_classes, "num_classes")
+    n = len(np.atleast_1d(labels))
+    uniform = np.broadcast_to(1.0 / num_classes, (n, num_classes))
+    return rr_top_k(labels, uniform, num_classes, epsilon, rng)
+
+
+def cluster_histogram_noise(epsilon):
+    """The noise added to each bin of a cluster's label histogram (a frozen scipy distribution).
+
+    Changing one label moves two bins by one (L1 sensitivity 2), so the DiscreteLaplace pmf
+    is proportional to exp(-(epsilon / 2) |z|).
+    """
+    return scipy.stats.dlaplace(a=_as_epsilon(epsilon, allow_inf=False) / 2)
+
+
+def noisy_cluster_priors(labels, clusters, num_clusters, num_classes, epsilon, rng) -> np.ndarray:
+    """Priors from label-independent clusters (Algorithm 4, steps 3-4); epsilon-label-DP.
+
+    Each cluster's label histogram is released with cluster_histogram_noise, clipped at 0 and
+    normalised (uniform if nothing is left). Returns the (N, num_classes) prior of each
+    example, that of its cluster. RRWithPrior on top spends its own epsilon (sequential
+    composition).
+    """
+    num_clusters = _as_count(num_clusters, "num_clusters")
+    num_classes = _as_count(num_classes, "num_classes")
+    noise = cluster_histogram_noise(epsilon)
+    clusters = _as_classes(clusters, None, num_clusters, "clusters")
+    labels = _as_classes(labels, len(clusters), num_classes, "labels")
+    hist = np.bincount(clusters * num_classes + labels, minlength=num_clusters * num_classes)
+    shape = (num_clusters, num_classes)
+    released = np.clip(hist.reshape(shape) + noise.rvs(size=shape, random_state=_as_rng(rng)),
+                       0, None).astype(float)
+    totals = released.sum(axis=1, keepdims=True)
+    table = np.divide(released, totals, out=np.full(shape, 1.0 / num_classes), where=totals > 0)
+    return table[clusters]
