@@ -3,8 +3,12 @@ TensorFlow; only ``run`` does, when the first cell trains."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
+
+# TensorFlow's C++ start-up messages (CUDA probing on a CPU machine) are noise here.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 DEFAULT_RESULTS = Path("results")
 
