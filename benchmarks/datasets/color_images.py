@@ -20,9 +20,8 @@ CIFAR_PAGE = "https://www.cs.toronto.edu/~kriz/cifar.html"
 
 def _unpickled_members(spec: DatasetSpec, root: Path, filename: str,
                        members: list[str]) -> dict[str, dict]:
-    path = spec.locate(root, filename)
     # The archive is verified before any of its pickles is loaded.
-    archive = spec.verify(root, filename, path.read_bytes(), path)
+    path, archive = spec.read_verified(root, filename)
     try:
         with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
             return {member: pickle.load(tar.extractfile(member), encoding="bytes")
@@ -56,10 +55,9 @@ def read_cifar100(spec: DatasetSpec, root: Path) -> tuple[Split, Split]:
 
 
 def _svhn_split(spec: DatasetSpec, root: Path, filename: str) -> Split:
-    path = spec.locate(root, filename)
-    spec.verify(root, filename, path.read_bytes(), path)
+    path, data = spec.read_verified(root, filename)
     try:
-        mat = scipy.io.loadmat(path)
+        mat = scipy.io.loadmat(io.BytesIO(data))
         pixels = np.asarray(mat["X"], np.uint8).transpose(3, 0, 1, 2)  # (32,32,3,N) -> NHWC
         labels = np.asarray(mat["y"]).reshape(-1) % 10  # SVHN writes the digit 0 as 10
     except (ValueError, KeyError) as error:

@@ -61,6 +61,8 @@ class DatasetSpec:
     folders: where the files may be, given the data folder; by default <data_dir>/<name>.
     parent: for a dataset derived from another, the dataset it is read from.
     obtain: how to get the files, shown in every error.
+    version: raise it whenever the preprocessing changes; it is part of the fingerprint,
+        so results and cached arrays of the old preprocessing are never mixed with new.
     """
 
     name: str
@@ -74,6 +76,7 @@ class DatasetSpec:
     offline: bool = False
     parent: str | None = None
     obtain: str = ""
+    version: int = 1
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
@@ -90,9 +93,10 @@ class DatasetSpec:
 
     @property
     def fingerprint(self) -> str:
-        """sha256 over the expected source checksums (stable, known without loading)."""
+        """sha256 over the name, version and expected source checksums: stable, and
+        known without loading anything."""
         lines = "".join(f"{label} {digest}\n" for label, digest in sorted(self.checksums))
-        return hashlib.sha256(f"{self.name}\n{lines}".encode()).hexdigest()
+        return hashlib.sha256(f"{self.name} v{self.version}\n{lines}".encode()).hexdigest()
 
     def expected(self, label: str) -> str:
         return dict(self.checksums)[label]
@@ -131,10 +135,10 @@ class DatasetSpec:
                             self.where(root))
         return data
 
-    def read_verified(self, root: Path, filename: str) -> bytes:
-        """Locate a file and return its bytes once they match their official checksum."""
+    def read_verified(self, root: Path, filename: str) -> tuple[Path, bytes]:
+        """Locate a file; its path and bytes once they match their official checksum."""
         path = self.locate(root, filename)
-        return self.verify(root, filename, path.read_bytes(), path)
+        return path, self.verify(root, filename, path.read_bytes(), path)
 
     def missing(self, root: Path | None = None) -> str | None:
         """Why this dataset cannot be loaded now, or None if it can."""

@@ -55,8 +55,7 @@ SCHEMA = (
 
 
 def _split(spec: DatasetSpec, root: Path, filename: str) -> Split:
-    path = spec.locate(root, filename)
-    data = spec.verify(root, filename, path.read_bytes(), path)
+    path, data = spec.read_verified(root, filename)
     try:
         frame = read_rows(gzip.decompress(data), columns=len(SCHEMA) + 1)
         x = encode(frame, SCHEMA)

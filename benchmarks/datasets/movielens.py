@@ -23,8 +23,7 @@ def parse_ratings(text: bytes) -> np.ndarray:
 
 
 def read_movielens(spec: DatasetSpec, root: Path) -> tuple[Split, Split]:
-    path = spec.locate(root, ARCHIVE)
-    archive = spec.verify(root, ARCHIVE, path.read_bytes(), path)
+    path, archive = spec.read_verified(root, ARCHIVE)
     try:
         ratings = parse_ratings(zip_member(spec, root, archive, path, "ml-1m/ratings.dat"))
     except ValueError as error:
