@@ -142,7 +142,7 @@ def test_rr_with_prior_frequencies(ties):
         assert_frequencies_match(
             lambda y, p, g: rr_with_prior(y, p, epsilon, g),
             lambda y, p: rr_with_prior_distribution(y, p, epsilon),
-            labels, priors, draws=4000, seed=int(epsilon * 10))
+            labels, priors, draws=20000, seed=int(epsilon * 10))
 
 
 @pytest.mark.parametrize("ties", [False, True])
@@ -153,9 +153,9 @@ def test_rr_top_k_frequencies(ties):
     labels = np.tile(np.arange(num_classes), 2)
     ks = rng.integers(1, num_classes + 1, 14)
     assert_frequencies_match(
-        lambda y, p, g: rr_top_k(y, p, np.repeat(ks, 4000), 1.0, g),
+        lambda y, p, g: rr_top_k(y, p, np.repeat(ks, 20000), 1.0, g),
         lambda y, p: rr_top_k_distribution(y, p, ks, 1.0),
-        labels, priors, draws=4000, seed=5)
+        labels, priors, draws=20000, seed=5)
 
 
 def test_randomized_response_frequencies():
