@@ -80,7 +80,8 @@ class DatasetSpec:
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
-            raise ValueError(f"dataset {self.name!r}: task must be one of {TASKS}, got {self.task!r}")
+            raise ValueError(f"dataset {self.name!r}: task must be one of {TASKS}, "
+                             f"got {self.task!r}")
         if self.num_classes < 2:
             raise ValueError(f"dataset {self.name!r}: num_classes must be >= 2")
         if not self.checksums:

@@ -40,12 +40,13 @@ SCHEMA = (
     OneHot(PROTOCOLS), OneHot(SERVICES), OneHot(FLAGS),
     Log(1e9), Log(1e9),     # src_bytes, dst_bytes
     FLAG01,                 # land
-    SMALL_COUNT, SMALL_COUNT, SMALL_COUNT, SMALL_COUNT,  # wrong_fragment, urgent, hot, num_failed_logins
+    *(SMALL_COUNT,) * 4,    # wrong_fragment, urgent, hot, num_failed_logins
     FLAG01,                 # logged_in
     SMALL_COUNT,            # num_compromised
     FLAG01,                 # root_shell
     SMALL_COUNT,            # su_attempted
-    SMALL_COUNT, SMALL_COUNT, SMALL_COUNT, SMALL_COUNT, SMALL_COUNT,  # num_root .. num_outbound_cmds
+    *(SMALL_COUNT,) * 5,    # num_root, num_file_creations, num_shells, num_access_files,
+                            # num_outbound_cmds
     FLAG01, FLAG01,         # is_host_login, is_guest_login
     Linear(0, 511), Linear(0, 511),  # count, srv_count
     *(FLAG01,) * 7,         # serror_rate .. srv_diff_host_rate

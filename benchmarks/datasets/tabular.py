@@ -69,9 +69,9 @@ def numeric(values: pd.Series) -> np.ndarray:
 
 
 def read_rows(data: bytes, columns: int, skip: int = 0) -> pd.DataFrame:
-    """Comma-separated rows as strings (spaces after commas dropped, blank lines skipped)."""
-    frame = pd.read_csv(io.BytesIO(data), header=None, dtype=str, skiprows=skip,
-                        skipinitialspace=True)
+    """Comma-separated rows (spaces after commas dropped, blank lines skipped); pandas
+    parses numeric columns in C, which is what keeps the 494k-row KDD file fast."""
+    frame = pd.read_csv(io.BytesIO(data), header=None, skiprows=skip, skipinitialspace=True)
     if frame.shape[1] != columns:
         raise ValueError(f"expected {columns} columns per row, found {frame.shape[1]}")
     if frame.isna().any().any():
