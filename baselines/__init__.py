@@ -23,7 +23,7 @@ METHODS = frozenset({
     "lr-clean", "lr-noisy", "dp-erm-objective", "dp-erm-output", "non-private",
     "yu-et-al", "scatternet-cnn", "feldman-zrnic"})
 METRICS = frozenset({"accuracy_pct", "rmse"})
-NEIGHBOURS = frozenset({"substitution", "add/remove", "local", "none"})
+NEIGHBOURS = frozenset({"substitution", "add/remove", "none"})
 KINDS = frozenset({"pure", "approximate", "none"})
 
 PUBLISHED_COLUMNS = (

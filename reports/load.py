@@ -14,8 +14,8 @@ DEFAULT_METRIC = "accuracy_pct"
 NOTION_FIELDS = ("protects", "neighbours", "kind", "accountant")
 RECORD_COLUMNS = ("path", "status", "suite", "dataset", "method", "variant", "seed",
                   "epsilon", "delta", "metric", "value", *NOTION_FIELDS, "record")
-_REQUIRED = ("cell_id", "suite", "status", "method", "dataset", "seed", "variant",
-             "epsilon", "delta")
+_REQUIRED = ("cell_id", "suite", "status", "method", "dataset", "seed", "epsilon", "delta")
+UNKNOWN = "unknown"
 
 
 class ReportError(Exception):
@@ -24,15 +24,32 @@ class ReportError(Exception):
 
 def load_records(results: Path, metric_of: Mapping[str, str]) -> pd.DataFrame:
     """One row per record; ``value`` is the dataset's headline metric (NaN if failed)."""
-    if not results.is_dir():
+    if not results.exists():
         raise ReportError(f"results directory {results} does not exist")
+    if not results.is_dir():
+        raise ReportError(f"results path {results} is not a directory")
     rows = []
     try:
         for record in read_records(results):
             rows.append(_flatten(record, metric_of))
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise ReportError(f"a record under {results} is not valid JSON ({error})") from None
-    return pd.DataFrame(rows, columns=list(RECORD_COLUMNS))
+    records = pd.DataFrame(rows, columns=list(RECORD_COLUMNS))
+    records = records.astype({"epsilon": float, "delta": float, "value": float})
+    return _fill_failed_notions(records)
+
+
+def _fill_failed_notions(records: pd.DataFrame) -> pd.DataFrame:
+    """A run that failed early records no privacy notion: it has the notion of the
+    method's ok runs (private or not, as its epsilon), else it is shown as unknown."""
+    private = records["epsilon"].map(math.isfinite)
+    known = records[records["protects"] != ""]
+    notion = known.groupby([known["method"], private[known.index]])[list(NOTION_FIELDS)].first()
+    for index in records.index[records["protects"] == ""]:
+        key = (records.at[index, "method"], private[index])
+        for field in NOTION_FIELDS:
+            records.at[index, field] = notion.at[key, field] if key in notion.index else UNKNOWN
+    return records
 
 
 def _flatten(record: Any, metric_of: Mapping[str, str]) -> dict[str, Any]:
@@ -48,6 +65,8 @@ def _flatten(record: Any, metric_of: Mapping[str, str]) -> dict[str, Any]:
     missing = [field for field in _REQUIRED if field not in record]
     if missing:
         raise bad(f"missing {', '.join(missing)}")
+    if record["status"] == "ok" and "variant" not in record:
+        raise bad("missing variant")
     if record["status"] not in ("ok", "failed"):
         raise bad(f"status {record['status']!r} is neither 'ok' nor 'failed'")
     try:
@@ -64,7 +83,7 @@ def _flatten(record: Any, metric_of: Mapping[str, str]) -> dict[str, Any]:
     if not isinstance(privacy, dict):
         if ok:
             raise bad("missing privacy")
-        privacy = {}  # a run that failed early may not know what it would have spent
+        privacy = {}  # a failed run may not know its notion: see _fill_failed_notions
     notion = {field: str(privacy.get(field, "")) for field in NOTION_FIELDS}
     if ok and not all(notion.values()):
         raise bad(f"privacy needs {', '.join(NOTION_FIELDS)}")
@@ -77,6 +96,6 @@ def _flatten(record: Any, metric_of: Mapping[str, str]) -> dict[str, Any]:
             raise bad(f"metrics.{metric} is {value!r}, not a number")
     return {"path": path, "status": record["status"], "suite": str(record["suite"]),
             "dataset": str(record["dataset"]), "method": str(record["method"]),
-            "variant": str(record["variant"]), "seed": record["seed"], "epsilon": epsilon,
+            "variant": str(record.get("variant", "")), "seed": record["seed"], "epsilon": epsilon,
             "delta": delta, "metric": metric, "value": float(value), **notion,
             "record": record}

@@ -9,6 +9,7 @@ from pathlib import Path
 import jinja2
 import pandas as pd
 
+from reports.load import UNKNOWN
 from reports.plots import plot_dataset
 from reports.rows import (GROUP_KEYS, format_epsilon, markdown, metric_tolerance,
                           section_of)
@@ -22,6 +23,8 @@ _FULL_DP = ("full-dp", "Full DP",
             "protects inputs and labels; neighbouring datasets differ by adding or "
             "removing one example.")
 _NON_PRIVATE = ("non-private", "Non-private", "no privacy: references trained on clean data.")
+_UNKNOWN = ("unknown-notion", "Unknown notion",
+            "these runs failed before recording their privacy notion.")
 _OTHER = ("other-notion", "Other notion",
           "the epsilon is NOT an overall model epsilon: it covers only the mechanism named "
           "here (for example local randomised response of labels), not the trained model.")
@@ -57,12 +60,12 @@ def write_site(site: Path, rows: pd.DataFrame, records: pd.DataFrame, claims: li
 
 
 def presentation(protects: str) -> tuple[str, str, str]:
-    return {"labels": _LABEL_DP, "inputs and labels": _FULL_DP,
-            "nothing": _NON_PRIVATE}.get(protects, _OTHER)
+    return {"labels": _LABEL_DP, "inputs and labels": _FULL_DP, "nothing": _NON_PRIVATE,
+            UNKNOWN: _UNKNOWN}.get(protects, _OTHER)
 
 
 def _legend() -> list[tuple[str, str, str]]:
-    return [_LABEL_DP, _FULL_DP, _OTHER, _NON_PRIVATE]
+    return [_LABEL_DP, _FULL_DP, _OTHER, _NON_PRIVATE, _UNKNOWN]
 
 
 def _sections(rows: pd.DataFrame) -> list[dict]:
@@ -122,6 +125,7 @@ def _line(key: tuple[str, str, str], rows: pd.DataFrame, budgets: list[str],
             cell["papers"].append({
                 "value": row.paper_value, "paper": row.paper, "table": row.table,
                 "column": row.column, "inferred": bool(row.column_inferred), "note": row.note,
+                "headline": bool(row.cell) and row.paper_variant != row.variant,
                 "diff": None if pd.isna(row.diff) else row.diff,
                 "beyond": bool(row.beyond_tolerance)})
     notions = rows[["protects", "neighbours", "kind", "accountant"]].drop_duplicates()

@@ -15,11 +15,10 @@ import pandas as pd
 from reports.load import DEFAULT_METRIC, NOTION_FIELDS
 
 GROUP_KEYS = ["dataset", "method", "variant", "suite", "epsilon", "delta"]
-_MATCH_KEYS = ["dataset", "method", "variant", "epsilon_key"]
 PAPER_FIELDS = ["paper", "table", "column", "column_inferred", "paper_value", "note"]
 ROW_COLUMNS = [
     "dataset", "metric", "section", "method", "variant", "suite", "epsilon", "delta",
-    *NOTION_FIELDS, "n", "failed", "mean", "std", *PAPER_FIELDS, "diff",
+    *NOTION_FIELDS, "n", "failed", "mean", "std", "paper_variant", *PAPER_FIELDS, "diff",
     "beyond_tolerance", "cell"]
 LOWER_IS_BETTER = frozenset({"rmse"})
 
@@ -42,9 +41,6 @@ def cell_id(key: tuple) -> str:
 
 def group_records(records: pd.DataFrame) -> pd.DataFrame:
     """One row per cell: mean, sample std and n over ok seeds; failed runs only counted."""
-    if records.empty:
-        return pd.DataFrame(columns=[*GROUP_KEYS, "metric", *NOTION_FIELDS, "n", "failed",
-                                     "mean", "std", "cell"])
     ok = records[records["status"] == "ok"]
     grouped = records.groupby(GROUP_KEYS, sort=True)
     cells = grouped.agg(metric=("metric", "first"),
@@ -60,18 +56,22 @@ def group_records(records: pd.DataFrame) -> pd.DataFrame:
 
 def compute_rows(records: pd.DataFrame, published: pd.DataFrame,
                  tolerance: float) -> pd.DataFrame:
+    """A cell of ours is compared with the paper cells of the same dataset, method and
+    epsilon (and delta, for approximate DP) that report its exact variant; failing
+    those, with the paper's headline cells for the method (published variant empty)."""
     cells = group_records(records).assign(
         epsilon_key=lambda frame: _epsilon_key(frame["epsilon"]))
-    paper = published.rename(columns={"value": "paper_value", "delta": "paper_delta"}).assign(
+    paper = published.rename(columns={
+        "value": "paper_value", "delta": "paper_delta", "variant": "paper_variant"}).assign(
         paper_id=published.index, epsilon_key=_epsilon_key(published["epsilon"]))
-    pairs = cells.merge(paper[[*_MATCH_KEYS, "paper_delta", "paper_id", *PAPER_FIELDS]],
-                        on=_MATCH_KEYS)
-    # An (e, delta) cell of ours compares only with a paper cell at the same delta.
-    pairs = pairs[(pairs["delta"] == 0) | np.isclose(pairs["delta"], pairs["paper_delta"])]
+    exact = _pairs(cells, paper, same_variant=True)
+    headline = _pairs(cells[~cells["cell"].isin(exact["cell"])],
+                      paper[paper["paper_variant"] == ""], same_variant=False)
+    pairs = pd.concat([exact, headline])
     ours_only = cells[~cells["cell"].isin(pairs["cell"])]
     paper_only = paper[~paper["paper_id"].isin(pairs["paper_id"])].assign(
-        delta=lambda frame: frame["paper_delta"], suite="", n=0, failed=0,
-        mean=math.nan, std=math.nan, cell="")
+        variant=lambda frame: frame["paper_variant"], delta=lambda frame: frame["paper_delta"],
+        suite="", n=0, failed=0, mean=math.nan, std=math.nan, cell="")
     rows = pd.concat([frame for frame in (pairs, ours_only, paper_only) if not frame.empty],
                      ignore_index=True)
     rows = rows.reindex(columns=[c for c in ROW_COLUMNS if c != "section"])
@@ -86,8 +86,25 @@ def compute_rows(records: pd.DataFrame, published: pd.DataFrame,
     return rows[ROW_COLUMNS].reset_index(drop=True)
 
 
+def _pairs(cells: pd.DataFrame, paper: pd.DataFrame, same_variant: bool) -> pd.DataFrame:
+    keys = ["dataset", "method", "epsilon_key"]
+    if same_variant:
+        cells = cells.assign(paper_variant=cells["variant"])
+        keys.append("paper_variant")
+    columns = dict.fromkeys([*keys, "paper_variant", "paper_delta", "paper_id", *PAPER_FIELDS])
+    pairs = cells.merge(paper[list(columns)], on=keys)
+    # An (e, delta) cell of ours compares only with a paper cell at the same delta.
+    return pairs[(pairs["delta"] == 0) | np.isclose(pairs["delta"], pairs["paper_delta"])]
+
+
+STANDARD_PROTECTS = ("labels", "inputs and labels", "nothing")
+
+
 def section_of(protects: str, neighbours: str) -> str:
-    return f"{protects} / {neighbours}"
+    """Label-DP, full DP and non-private rows each share a section; every other notion
+    (local randomisation, unknown) is grouped as "other" and names itself per row."""
+    scope = protects if protects in STANDARD_PROTECTS else "other"
+    return f"{scope} / {neighbours}"
 
 
 def _sections(rows: pd.DataFrame) -> pd.Series:

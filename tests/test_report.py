@@ -28,7 +28,8 @@ def site(tmp_path_factory):
 
 
 def _read_rows(path):
-    return pd.read_csv(path, dtype={"variant": str, "suite": str, "cell": str})
+    return pd.read_csv(path, dtype={"variant": str, "suite": str, "paper_variant": str,
+                                    "cell": str})
 
 
 def test_rows_equal_the_golden_file(site):
@@ -37,7 +38,7 @@ def test_rows_equal_the_golden_file(site):
 
 
 def test_golden_rows_hold_the_hand_computed_numbers(site):
-    rows = _read_rows(site / "rows.csv").fillna({"variant": "", "suite": ""})
+    rows = _read_rows(site / "rows.csv").fillna({"variant": "", "suite": "", "paper_variant": ""})
     mine = rows[(rows.dataset == "mnist") & (rows.method == "lp-1st") & (rows.suite == "quick")]
     two_seeds = mine[mine.epsilon == 1].iloc[0]
     assert (two_seeds.n, two_seeds["mean"]) == (2, 95.0)
@@ -46,6 +47,12 @@ def test_golden_rows_hold_the_hand_computed_numbers(site):
     assert bool(two_seeds.column_inferred) and not two_seeds.beyond_tolerance
     one_failed = mine[mine.epsilon == 2].iloc[0]
     assert (one_failed.n, one_failed.failed, one_failed["mean"]) == (1, 1, 97.5)
+    # the failed record carries no notion; it has the notion of the method's ok runs
+    assert one_failed.protects == "labels"
+    inception = rows[(rows.method == "lp-1st") & (rows.variant == "inception")].iloc[0]
+    assert (inception.paper_value, inception.paper_variant) == (95.34, "")  # headline
+    spread = rows[(rows.method == "spread-lr") & (rows.suite == "quick")].iloc[0]
+    assert spread.paper_value == 94.4 and spread.paper_variant == spread.variant
     dp_sgd = rows[(rows.dataset == "mnist") & (rows.method == "dp-sgd") & (rows.suite == "quick")]
     assert sorted(dp_sgd.paper) == ["Abadi et al. 2016", "Ghazi et al. 2021"]
     assert dp_sgd.beyond_tolerance.all() and (dp_sgd.delta == 1e-5).all()
@@ -66,6 +73,8 @@ def test_index_shows_notions_failures_and_citations(site):
         assert piece in html, piece
     assert re.search(r"verdict-TRUE\">TRUE</span>\s*Objective perturbation", html)
     assert "not enough runs" in html
+    # the legend, and the inception cell compared with the paper's headline number
+    assert html.count("<span class=\"headline\">vs the paper's headline setting") == 2
 
 
 def _links(page):
@@ -74,7 +83,7 @@ def _links(page):
 
 def test_every_link_resolves_and_cells_reach_the_raw_records(site):
     pages = [site / "index.html", *sorted((site / "cells").glob("*.html"))]
-    assert len(pages) == 1 + 8  # one provenance page per cell of ours
+    assert len(pages) == 1 + 9  # one provenance page per cell of ours
     for page in pages:
         for link in _links(page):
             assert (page.parent / link).is_file(), f"{page.name} -> {link}"
@@ -165,3 +174,12 @@ def test_fresh_build_escapes_record_text_and_never_imports_tensorflow(tmp_path):
     html = (tmp_path / "site" / "index.html").read_text()
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert "<script>" not in html
+
+
+def test_no_records_yet_lists_every_paper_cell_as_paper_only(tmp_path):
+    published = load_published()
+    records = load_records(tmp_path, metric_by_dataset(published))
+    rows = compute_rows(records, published, tolerance=1.0)
+    assert len(rows) == len(published) and (rows.n == 0).all() and (rows.suite == "").all()
+    assert {claim["verdict"] for claim in check_claims(load_claims(), records)} == {
+        "not enough runs"}
