@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from benchmarks import datasets
+from benchmarks.contract import Split
 from benchmarks.datasets import SPECS, DataError, DatasetSpec, get_spec, load, register
 from benchmarks.datasets.core import cache_path
 from benchmarks.registry import UnknownName
@@ -193,6 +194,34 @@ def test_a_damaged_cache_is_not_trusted(cached_digits, damage):
 def test_no_temp_file_is_left_behind(cached_digits):
     root, _, path = cached_digits
     assert [p.name for p in path.parent.iterdir()] == [path.name]
+
+
+def test_a_failed_cache_write_leaves_no_file(tmp_path, monkeypatch):
+    def broken_savez(file, **arrays):
+        file.write(b"half an npz")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(datasets.core.np, "savez", broken_savez)
+    with pytest.raises(OSError, match="disk full"):
+        load("digits", tmp_path)
+    assert list((tmp_path / "cache").iterdir()) == []
+
+
+@pytest.mark.parametrize("task, x, y, message", [
+    ("image", np.zeros((2, 8, 8, 1), np.float64), [0, 1], "float32"),
+    ("image", np.full((2, 8, 8, 1), 2, np.float32), [0, 1], r"\[0, 1\]"),
+    ("image", np.zeros((2, 8, 8, 1), np.float32), [0, 10], r"\[0, 10\)"),
+    ("tabular", np.ones((2, 4), np.float32), [0, 1], "norm <= 1"),
+    ("ratings", np.zeros((2, 3), np.int64), [0, 1], r"\(N, 2\)"),
+])
+def test_a_reader_that_breaks_the_array_contract_is_refused(tmp_path, monkeypatch, task, x, y,
+                                                            message):
+    split = Split(x, np.asarray(y, np.int64))
+    spec = dataclasses.replace(get_spec("digits"), task=task, reader=lambda spec, root: (split, split))
+    monkeypatch.setitem(SPECS, "digits", spec)
+    with pytest.raises(ValueError, match=message):
+        load("digits", tmp_path)
+    assert not cache_path(spec, tmp_path).exists()
 
 
 def test_status_lists_every_dataset(tmp_path):

@@ -19,6 +19,7 @@ from typing import Callable
 import numpy as np
 
 from benchmarks.contract import Dataset, Split
+from benchmarks.datasets.splits import check_splits
 from benchmarks.registry import unknown
 
 TASKS = ("image", "tabular", "ratings")
@@ -248,6 +249,7 @@ def load(name: str, data_dir: Path | str | None = None) -> Dataset:
     splits = _read_cache(path)
     if splits is None:
         splits = spec.reader(spec, root)
+        check_splits(spec.name, spec.task, spec.num_classes, *splits)
         _write_cache(path, *splits)
     train, test = splits
     return Dataset(name=spec.name, task=spec.task, num_classes=spec.num_classes,
