@@ -66,12 +66,13 @@ def conv2d_layer_computation(layer: tf.keras.layers.Conv2D, input_args: Sequence
 
     def sqr_norm_fn(grads: tf.Tensor) -> tf.Tensor:
         batch = tf.shape(grads)[0]
-        g = tf.reshape(grads, [batch, -1, filters])  # (B, P, Cout)
+        positions = grads.shape[1] * grads.shape[2]  # static even when the batch is not
+        g = tf.reshape(grads, [batch, positions, filters])  # (B, P, Cout)
         patches = tf.image.extract_patches(
             inputs, sizes=[1, kernel_h, kernel_w, 1], strides=[1, *layer.strides, 1],
             rates=[1, *layer.dilation_rate, 1], padding=layer.padding.upper())
         a = tf.reshape(patches, [batch, -1, patch_size])  # (B, P, D)
-        if conv_kernel_uses_ghost_norm(g.shape[1], patch_size, filters):
+        if conv_kernel_uses_ghost_norm(positions, patch_size, filters):
             norms = tf.reduce_sum(tf.einsum("bpd,bqd->bpq", a, a)
                                   * tf.einsum("bpc,bqc->bpq", g, g), axis=[1, 2])
         else:

@@ -1,0 +1,167 @@
+"""DP-SGD (Abadi et al. 2016): Poisson-sampled, per-example clipped, Gaussian-noised SGD on
+a Keras model, with the noise calibrated to the cell's (epsilon, delta).
+
+The noise multiplier is the smallest (to 0.01%) whose RDP epsilon over the run's steps
+meets the target (methods.dp_sgd_calibration); the loop samples exactly as that
+accountant assumes (methods.nn.dp_training). Per-example clipping uses
+tensorflow-privacy's fast-clipping registry, extended to Conv2D and GroupNorm
+(methods.nn.fast_clipping).
+
+With ``pretrain = "cifar100"`` the model is first trained non-privately on the public
+CIFAR-100, its head replaced, and then every layer is fine-tuned with DP-SGD (Abadi et
+al.'s CIFAR-10 setting). The guarantee covers the private training set only; CIFAR-100
+is treated as public and its examples are not protected.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+import numpy as np
+
+from benchmarks.contract import Budget, Method, PrivacyNotion, Spent, Split
+from methods import dp_sgd_calibration
+
+PAPER = "Abadi et al., Deep Learning with Differential Privacy (CCS 2016)"
+
+DP_SGD_NOTION = PrivacyNotion(
+    protects="inputs and labels",
+    neighbours="add/remove",
+    kind="approximate",
+    accountant="RDP (dp_accounting), Poisson-sampled Gaussian; PLD also recorded",
+)
+
+MODELS = ("cnn", "inception", "resnet18_v2")
+NORMS = ("group", "none")  # BatchNorm mixes examples, so per-example clipping excludes it
+PRETRAIN_SOURCES = ("", "cifar100")
+
+
+class DPSGD(Method):
+    name = "dp-sgd"
+    paper = PAPER
+    notion = DP_SGD_NOTION
+    version = 1
+    tasks = ("image",)
+    needs_delta = True
+    defaults: ClassVar[dict[str, Any]] = {
+        "model": "cnn",
+        "norm": "group",
+        "epochs": 15.0,  # in expectation: steps = ceil(epochs N / batch_size)
+        "batch_size": 256,  # expected Poisson batch size L; sampling rate L / N
+        "clip_norm": 1.0,
+        "learning_rate": 0.5,  # peak of the warm-up/linear-decay schedule
+        "warmup": 0.1,
+        "momentum": 0.9,
+        "pretrain": "",  # "cifar100": non-private pre-training on public CIFAR-100
+        "pretrain_epochs": 20,
+        "pretrain_learning_rate": 0.1,
+    }
+    tiny_hparams: ClassVar[dict[str, Any]] = {"epochs": 2.0, "batch_size": 64}
+
+    def __init__(self, budget: Budget, seed: int = 0, **hparams: Any) -> None:
+        super().__init__(budget, seed, **hparams)
+        h = self.hparams
+        if h["model"] not in MODELS:
+            raise ValueError(f"dp-sgd: unknown model {h['model']!r}; known: {', '.join(MODELS)}")
+        if h["norm"] not in NORMS:
+            raise ValueError(f"dp-sgd: norm {h['norm']!r} is not per-example safe or unknown "
+                             f"(BatchNorm mixes the examples of a batch, so clipping one "
+                             f"example's gradient does not bound its influence); use "
+                             f"{' or '.join(NORMS)}")
+        if h["pretrain"] not in PRETRAIN_SOURCES:
+            raise ValueError(f"dp-sgd: pretrain must be one of {PRETRAIN_SOURCES}, "
+                             f"got {h['pretrain']!r}")
+        if not h["clip_norm"] > 0:
+            raise ValueError(f"dp-sgd: clip_norm must be > 0, got {h['clip_norm']!r}")
+        self._calibration: dict[str, Any] | None = None
+        self._model = None
+
+    @classmethod
+    def skip_reason(cls, task: str, budget: Budget) -> str | None:
+        if not budget.private:
+            return "dp-sgd needs a finite epsilon; the non-private baseline covers e = inf"
+        return super().skip_reason(task, budget)
+
+    def fit(self, train: Split, num_classes: int) -> "DPSGD":
+        h = self.hparams
+        # Calibrating first means an unmeetable budget stops before any training.
+        calibration = dp_sgd_calibration.calibrate(
+            self.budget.epsilon, self.budget.delta, len(train), int(h["batch_size"]),
+            float(h["epochs"]))
+        self.progress(f"noise multiplier {calibration['noise_multiplier']:.4f} for "
+                      f"(e={calibration['epsilon_rdp']:.3f}, d={self.budget.delta:g}), "
+                      f"{calibration['steps']} steps")
+
+        from methods.nn import dp_training, models, training
+
+        training.seed_everything(self.seed)
+        input_shape = train.x.shape[1:]
+        if h["pretrain"]:
+            model = self._pretrained(input_shape, num_classes)
+        else:
+            model = models.build(h["model"], input_shape, num_classes, norm=h["norm"])
+        dp_training.fit(
+            model, train.x.astype(np.float32), train.y, steps=calibration["steps"],
+            sampling_rate=calibration["sampling_rate"],
+            noise_multiplier=calibration["noise_multiplier"], clip_norm=float(h["clip_norm"]),
+            peak_lr=float(h["learning_rate"]), warmup=float(h["warmup"]),
+            momentum=float(h["momentum"]), seed=self.seed, progress=self.progress)
+        self._model, self._calibration = model, calibration
+        return self
+
+    def _pretrained(self, input_shape: tuple[int, ...], num_classes: int):
+        """Non-private training on the public set, then a fresh head for this task."""
+        import tensorflow as tf
+
+        from benchmarks import datasets
+        from methods.nn import models, training
+
+        h = self.hparams
+        public = datasets.load(h["pretrain"])
+        if public.train.x.shape[1:] != tuple(input_shape):
+            raise ValueError(f"dp-sgd: pretrain set {h['pretrain']} has images of shape "
+                             f"{public.train.x.shape[1:]}, the private set {tuple(input_shape)}")
+        model = models.build(h["model"], input_shape, public.num_classes, norm=h["norm"])
+        training.fit(model, public.train.x, public.train.y, public.num_classes,
+                     epochs=int(h["pretrain_epochs"]), batch_size=int(h["batch_size"]),
+                     peak_lr=float(h["pretrain_learning_rate"]), warmup=0.1, momentum=0.9,
+                     weight_decay=0.0, mixup_alpha=0.0, seed=self.seed,
+                     progress=self.progress, label=f"pretrain {h['pretrain']}: ")
+        features = model.layers[-1].input
+        head = tf.keras.layers.Dense(num_classes, name="private_head")(features)
+        return tf.keras.Model(model.input, head, name=f"{model.name}_finetune")
+
+    def predict_proba(self, x: np.ndarray) -> np.ndarray:
+        from methods.nn import training
+
+        if self._model is None:
+            raise RuntimeError("dp-sgd: call fit before predict_proba")
+        return training.softmax(training.predict_logits(self._model, x.astype(np.float32)))
+
+    def spent(self) -> Spent:
+        c = self._calibration
+        if c is None:
+            raise RuntimeError("dp-sgd: call fit before spent")
+        return Spent(epsilon=c["epsilon_rdp"], delta=c["delta"], details={
+            "epsilon_rdp": c["epsilon_rdp"],
+            "epsilon_pld": c["epsilon_pld"],
+            "delta": c["delta"],
+            "noise_multiplier": c["noise_multiplier"],
+            "clip_norm": float(self.hparams["clip_norm"]),
+            "sampling_rate": c["sampling_rate"],
+            "steps": c["steps"],
+            "sampling": "Poisson (each example independently per step)",
+            "microbatching": "none: each example is clipped alone (sensitivity = clip norm)",
+            "public_pretraining": self.hparams["pretrain"] or "none",
+            "notion": self.notion.as_dict(),
+        })
+
+    def variant(self) -> str:
+        h = self.hparams
+        text = f"{h['model']}, {h['norm']} norm"
+        return f"{text}, pre-trained on {h['pretrain']}" if h["pretrain"] else text
+
+    def extra_metrics(self) -> dict[str, Any]:
+        c = self._calibration or {}
+        return {"noise_multiplier": c.get("noise_multiplier", math.nan),
+                "steps": c.get("steps", 0)}

@@ -1,0 +1,103 @@
+"""The dp-sgd method and its training loop: recorded privacy, sampling, noise, refusals."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from benchmarks.contract import Budget, Split
+from methods.dp_sgd import DPSGD
+
+tf = pytest.importorskip("tensorflow")
+
+from methods.nn import dp_training, fast_clipping, models  # noqa: E402
+
+dp_accounting = pytest.importorskip("dp_accounting")
+
+
+def tiny_split(n=300, seed=0):
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 3, n)
+    x = rng.random((n, 8, 8, 1), dtype=np.float32) * 0.5
+    x[np.arange(n), y * 2, y * 2, 0] += 1.0  # a learnable mark per class
+    return Split(x, y)
+
+
+def test_recorded_epsilon_equals_dp_accounting_recomputed():
+    method = DPSGD(Budget(2.0, 1e-4), seed=3, epochs=1.0, batch_size=30)
+    method.fit(tiny_split(), 3)
+    spent = method.spent()
+    d = spent.details
+    accountant = dp_accounting.rdp.RdpAccountant()
+    accountant.compose(dp_accounting.SelfComposedDpEvent(
+        dp_accounting.PoissonSampledDpEvent(
+            30 / 300, dp_accounting.GaussianDpEvent(d["noise_multiplier"])), 10))
+    assert (d["sampling_rate"], d["steps"]) == (30 / 300, 10)
+    assert spent.epsilon == pytest.approx(accountant.get_epsilon(1e-4), rel=1e-12)
+    assert spent.epsilon == d["epsilon_rdp"] <= 2.0
+    assert d["epsilon_pld"] <= d["epsilon_rdp"]
+    assert spent.delta == d["delta"] == 1e-4
+    assert d["clip_norm"] == 1.0
+    assert d["notion"]["protects"] == "inputs and labels"
+    assert d["notion"]["neighbours"] == "add/remove"
+    assert method.predict_proba(tiny_split(5, seed=1).x).shape == (5, 3)
+
+
+@pytest.mark.parametrize("budget, hparams, message", [
+    (Budget(1.0, 1e-2), {}, "1/N"),  # delta >= 1/N for N = 300
+    (Budget(1e-3, 1e-4), {"epochs": 50.0, "batch_size": 150}, "unmeetable"),
+    (Budget(1.0, 1e-4), {"batch_size": 301}, "batch size"),
+])
+def test_unmeetable_budgets_stop_before_training(budget, hparams, message, monkeypatch):
+    def no_training(*args, **kwargs):
+        raise AssertionError("training started")
+
+    monkeypatch.setattr(dp_training, "fit", no_training)
+    method = DPSGD(budget, seed=0, **hparams)
+    with pytest.raises(ValueError, match=message):
+        method.fit(tiny_split(), 3)
+
+
+def test_batchnorm_is_refused_with_a_reason():
+    with pytest.raises(ValueError, match="BatchNorm mixes the examples"):
+        DPSGD(Budget(1.0, 1e-5), norm="batch")
+
+
+def test_non_private_budget_is_skipped():
+    assert "finite epsilon" in DPSGD.skip_reason("image", Budget(float("inf"), 1e-5))
+    assert DPSGD.skip_reason("image", Budget(1.0, 1e-5)) is None
+
+
+def make_step(noise_multiplier, sampling_rate=0.25, n=400, seed=0):
+    split = tiny_split(n)
+    tf.keras.utils.set_random_seed(seed)
+    model = models.build("cnn", (8, 8, 1), 3, norm="group")
+    return dp_training.DPSGDStep(
+        model, split.x, split.y, sampling_rate=sampling_rate,
+        noise_multiplier=noise_multiplier, clip_norm=0.5,
+        optimizer=tf.keras.optimizers.SGD(0.1), seed=seed)
+
+
+def test_batches_are_poisson_samples():
+    step = make_step(1.0, sampling_rate=0.25, n=400)
+    draws = [step.poisson_batch().numpy() for _ in range(400)]
+    sizes = np.array([len(d) for d in draws])
+    # Binomial(400, 0.25): mean 100, variance 75; a fixed-size sampler has variance 0.
+    assert abs(sizes.mean() - 100) < 3 * np.sqrt(75 / len(sizes)) + 0.5
+    assert 50 < sizes.var() < 110
+    inclusion = np.bincount(np.concatenate(draws), minlength=400) / len(draws)
+    assert abs(inclusion.mean() - 0.25) < 0.01
+    assert all(len(np.unique(d)) == len(d) for d in draws)  # no example twice in a step
+
+
+def test_update_is_noised_clipped_sum_over_the_expected_batch_size():
+    step = make_step(noise_multiplier=4.0, sampling_rate=0.25, n=400)
+    index = tf.range(37)  # a realised batch unlike the expected 100
+    clipped, _, _ = fast_clipping.clipped_gradient_sum(
+        step.model, step.registry, tf.gather(step.x, index), tf.gather(step.labels, index),
+        step.clip_norm)
+    noisy, _ = step.noisy_mean_gradient(index)
+    noise = np.concatenate([(n.numpy() * 100 - c.numpy()).ravel()
+                            for n, c in zip(noisy, clipped)])
+    # The divisor is the expected batch 100, so the noise left is N(0, (sigma C)^2).
+    assert abs(noise.mean()) < 0.01
+    assert noise.std() == pytest.approx(4.0 * 0.5, rel=0.01)
