@@ -6,6 +6,7 @@ import pytest
 import scipy.optimize
 import scipy.stats
 
+from benchmarks.bench_rr_with_prior import rr_with_prior_loop, time_rr_with_prior
 from methods.mechanisms import (cluster_histogram_noise, noisy_cluster_priors, optimal_k,
                                 randomized_response, rr_top_k, rr_top_k_distribution,
                                 rr_with_prior, rr_with_prior_distribution)
@@ -176,6 +177,20 @@ def test_frequency_check_can_fail():
             lambda y, p, g: rr_with_prior(y, p, 1.2, g),
             lambda y, p: rr_with_prior_distribution(y, p, 1.0),
             np.arange(3), priors, draws=4000, seed=0)
+
+
+def test_benchmark_loop_baseline_is_the_same_mechanism():
+    rng = np.random.default_rng(8)
+    priors = np.array([random_prior(rng, 6, ties) for ties in (False, True)])
+    assert_frequencies_match(lambda y, p, g: rr_with_prior_loop(y, p, 1.0, g),
+                             lambda y, p: rr_with_prior_distribution(y, p, 1.0),
+                             np.array([0, 3]), priors, draws=3000, seed=2)
+    result = time_rr_with_prior(400, 5, seed=0, loop_rows=50, repeats=1)
+    assert result["vectorised_seconds"] > 0 and result["loop_seconds"] > 0
+    assert result["speedup"] == pytest.approx(
+        result["loop_seconds"] * 400 / 50 / result["vectorised_seconds"])
+    with pytest.raises(ValueError, match="loop_rows"):
+        time_rr_with_prior(10, 5, seed=0, loop_rows=20)
 
 
 # ----- privacy: the exact e^epsilon ratio over all labels and outputs ------------------------

@@ -1,0 +1,93 @@
+"""Speed of RRWithPrior, vectorised, against a per-example Python loop.
+
+    python -m benchmarks.bench_rr_with_prior [--n 1000000] [--num-classes 100]
+
+The loop is timed on a subset of rows and extrapolated linearly to N (its cost per row does
+not depend on N). Nothing here imports TensorFlow.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from methods.mechanisms import rr_with_prior
+
+
+def rr_with_prior_loop(labels, priors, epsilon, rng) -> np.ndarray:
+    """RRWithPrior one example at a time, written from the definition (the baseline)."""
+    out = np.empty(len(labels), dtype=np.intp)
+    for i, (label, prior) in enumerate(zip(labels, priors)):
+        order = np.argsort(-prior, kind="stable")
+        steps = np.arange(len(prior))
+        w = np.cumsum(prior[order]) / (1.0 + steps * np.exp(-epsilon))
+        k = len(prior) - np.argmax(w[::-1])  # largest maximiser, as in the mechanism
+        top = order[:k]
+        dist = np.zeros(len(prior))
+        if label in top:
+            dist[top] = 1.0 / (np.exp(epsilon) + k - 1)
+            dist[label] = np.exp(epsilon) / (np.exp(epsilon) + k - 1)
+        else:
+            dist[top] = 1.0 / k
+        out[i] = rng.choice(len(prior), p=dist)
+    return out
+
+
+def _best_time(fn, repeats: int) -> float:
+    best = np.inf
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def time_rr_with_prior(n: int, k: int, seed: int, epsilon: float = 2.0,
+                       loop_rows: int = 20_000, repeats: int = 3) -> dict:
+    """Time rr_with_prior on n Dirichlet(1) priors over k classes, and the loop on loop_rows."""
+    if n < 1 or k < 2 or not 1 <= loop_rows <= n or repeats < 1:
+        raise ValueError(f"need n >= 1, k >= 2, 1 <= loop_rows <= n and repeats >= 1; "
+                         f"got n={n}, k={k}, loop_rows={loop_rows}, repeats={repeats}")
+    rng = np.random.default_rng(seed)
+    priors = rng.dirichlet(np.ones(k), size=n)
+    labels = rng.integers(0, k, n)
+    vectorised = _best_time(lambda: rr_with_prior(labels, priors, epsilon, rng), repeats)
+    loop = _best_time(lambda: rr_with_prior_loop(labels[:loop_rows], priors[:loop_rows],
+                                                 epsilon, rng), 1)
+    loop_extrapolated = loop * n / loop_rows
+    return {"n": n, "num_classes": k, "epsilon": epsilon, "seed": seed, "repeats": repeats,
+            "vectorised_seconds": vectorised, "loop_rows": loop_rows, "loop_seconds": loop,
+            "loop_seconds_extrapolated": loop_extrapolated,
+            "speedup": loop_extrapolated / vectorised}
+
+
+def print_rr_with_prior(result: dict) -> None:
+    print(f"rr_with_prior, N = {result['n']:,}, K = {result['num_classes']}, "
+          f"epsilon = {result['epsilon']}, Dirichlet(1) priors, seed {result['seed']}")
+    print(f"  vectorised:          {result['vectorised_seconds']:8.3f} s "
+          f"(best of {result['repeats']})")
+    print(f"  per-example loop:    {result['loop_seconds_extrapolated']:8.3f} s "
+          f"(extrapolated linearly from {result['loop_seconds']:.3f} s "
+          f"on {result['loop_rows']:,} rows)")
+    print(f"  speed-up:            {result['speedup']:8.1f} x")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=1_000_000, help="rows (examples)")
+    parser.add_argument("--num-classes", type=int, default=100, help="classes K")
+    parser.add_argument("--epsilon", type=float, default=2.0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--loop-rows", type=int, default=20_000,
+                        help="rows on which the per-example loop is timed")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="runs of the vectorised call; the best is reported")
+    args = parser.parse_args(argv)
+    print_rr_with_prior(time_rr_with_prior(args.n, args.num_classes, args.seed, args.epsilon,
+                                           args.loop_rows, args.repeats))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
