@@ -13,6 +13,7 @@ import pandas as pd
 
 PUBLISHED_CSV = Path(__file__).with_name("published.csv")
 CLAIMS_CSV = Path(__file__).with_name("claims.csv")
+DATASET_NOTES_CSV = Path(__file__).with_name("dataset_notes.csv")
 
 DATASETS = frozenset({
     "mnist", "fashion-mnist", "kmnist", "cifar10", "cifar100", "svhn", "movielens-1m",
@@ -68,11 +69,17 @@ def load_claims(path: Path = CLAIMS_CSV) -> pd.DataFrame:
     _check_allowed(table, "better_method", METHODS, where)
     _check_allowed(table, "worse_method", METHODS, where)
     _check_allowed(table, "metric", METRICS, where)
-    duplicated = table["claim_id"].duplicated()
-    if duplicated.any():
-        line = duplicated.idxmax()
-        raise BaselinesError(f"{where(line)}: duplicate claim_id {table.at[line, 'claim_id']!r}")
+    _check_unique(table, "claim_id", where)
     return table
+
+
+def load_dataset_notes(path: Path = DATASET_NOTES_CSV) -> dict[str, str]:
+    """dataset -> what the leaderboard should say about its published references."""
+    table = _read(path, ("dataset", "note"), required=("dataset", "note"))
+    where = _Where(path)
+    _check_allowed(table, "dataset", DATASETS, where)
+    _check_unique(table, "dataset", where)
+    return dict(zip(table["dataset"], table["note"]))
 
 
 class _Where:
@@ -110,6 +117,13 @@ def _check_allowed(table: pd.DataFrame, column: str, allowed, where: _Where) -> 
         close = difflib.get_close_matches(value, sorted(allowed), n=1, cutoff=0.5)
         hint = f"; did you mean {close[0]!r}?" if close else f"; allowed: {', '.join(sorted(allowed))}"
         raise BaselinesError(f"{where(line)}: unknown {column} {value!r}{hint}")
+
+
+def _check_unique(table: pd.DataFrame, column: str, where: _Where) -> None:
+    duplicated = table[column].duplicated()
+    if duplicated.any():
+        line = duplicated.idxmax()
+        raise BaselinesError(f"{where(line)}: duplicate {column} {table.at[line, column]!r}")
 
 
 def _floats(values: pd.Series, column: str, where: _Where) -> pd.Series:

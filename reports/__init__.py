@@ -12,7 +12,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from baselines import BaselinesError, load_claims, load_published
+from baselines import BaselinesError, load_claims, load_dataset_notes, load_published
 from reports.claims import check_claims
 from reports.load import ReportError, load_records
 from reports.rows import compute_rows, metric_by_dataset
@@ -31,6 +31,7 @@ def build(results: Path, out: Path, tolerance: float = 1.0) -> Path:
         raise ReportError(f"tolerance must be >= 0, got {tolerance}")
     published = load_published()
     claims = load_claims()
+    notes = load_dataset_notes()
     records = load_records(results, metric_by_dataset(published))
     rows = compute_rows(records, published, tolerance)
     checked = check_claims(claims, records)
@@ -41,7 +42,7 @@ def build(results: Path, out: Path, tolerance: float = 1.0) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.building-"))
     try:
-        write_site(staging, rows, records, checked, tolerance, results)
+        write_site(staging, rows, records, checked, notes, tolerance, results)
         _swap_in(staging, out)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -60,7 +61,8 @@ def plot_dataset(rows: pd.DataFrame, path: Path) -> None:
 
 def _label(source: str, method: str, variant: str, suite: str) -> str:
     details = ", ".join(part for part in (variant, f"{suite} suite" if suite else "") if part)
-    return f"{source}: {method}" + (f" ({details})" if details else "")
+    return textwrap.fill(f"{source}: {method}" + (f" ({details})" if details else ""), 48,
+                         subsequent_indent="  ")
 
 
 def _spaced(ticks: list[float]) -> list[float]:

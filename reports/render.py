@@ -36,7 +36,7 @@ _env.filters["eps"] = format_epsilon
 
 
 def write_site(site: Path, rows: pd.DataFrame, records: pd.DataFrame, claims: list[dict],
-               tolerance: float, results: Path) -> None:
+               notes: dict[str, str], tolerance: float, results: Path) -> None:
     (site / "cells").mkdir(parents=True)
     (site / "records").mkdir()
     (site / "plots").mkdir()
@@ -48,7 +48,7 @@ def write_site(site: Path, rows: pd.DataFrame, records: pd.DataFrame, claims: li
     for dataset, dataset_rows in rows.groupby("dataset", sort=True):
         plot = f"plots/{dataset}.png"
         plot_dataset(dataset_rows, site / plot)
-        datasets.append({"name": dataset, "plot": plot,
+        datasets.append({"name": dataset, "plot": plot, "note": notes.get(dataset, ""),
                          "metric": dataset_rows["metric"].iloc[0],
                          "sections": _sections(dataset_rows)})
     for cell, cell_rows in rows[rows["cell"] != ""].groupby("cell"):

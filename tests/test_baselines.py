@@ -79,3 +79,9 @@ def test_duplicate_claim_is_rejected(tmp_path):
 def test_missing_file(tmp_path):
     with pytest.raises(BaselinesError, match="file not found"):
         load_published(tmp_path / "nope.csv")
+
+
+def test_dataset_notes_load_and_say_where_no_table_exists():
+    notes = baselines.load_dataset_notes()
+    assert "no table" in notes["adult"]
+    assert set(notes) <= baselines.DATASETS

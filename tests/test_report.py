@@ -69,7 +69,8 @@ def test_index_shows_notions_failures_and_citations(site):
     for piece in ("1 failed", "quick suite", "inferred column", "paper only",
                   "not an overall model epsilon", "Label-DP", "Full DP", "±1.0",
                   "95.00 ± 0.28", "Ghazi et al. 2021, Table 4, e=1", 'class="diff-bad"',
-                  "pre-trained on CIFAR-100", "rows.csv", "rows.md"):
+                  "pre-trained on CIFAR-100", "rows.csv", "rows.md",
+                  "the non-private optimum of the same model"):
         assert piece in html, piece
     assert re.search(r"verdict-TRUE\">TRUE</span>\s*Objective perturbation", html)
     assert "not enough runs" in html
