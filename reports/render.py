@@ -11,8 +11,8 @@ import pandas as pd
 
 from reports.load import UNKNOWN
 from reports.plots import plot_dataset
-from reports.rows import (GROUP_KEYS, format_epsilon, markdown, metric_tolerance,
-                          section_of)
+from reports.rows import (GROUP_KEYS, format_delta, format_epsilon, format_number, markdown,
+                          metric_tolerance, section_of)
 
 QUICK_SUITE = "quick"
 # How each kind of privacy notion is presented: (badge css class, title, explanation).
@@ -96,12 +96,6 @@ def _sections(rows: pd.DataFrame) -> list[dict]:
     return sorted(sections, key=lambda section: order.index(section["css"]))
 
 
-def format_delta(delta: float) -> str:
-    if pd.isna(delta):
-        return "not stated"
-    return f"{delta:g}".replace("e-0", "e-")
-
-
 def _budget(row, with_delta: bool) -> tuple[tuple[float, float], str]:
     """(sort key, column label) of a row's (epsilon, delta)."""
     label = "e=" + format_epsilon(row.epsilon)
@@ -119,8 +113,7 @@ def _line(key: tuple[str, str, str], rows: pd.DataFrame, budgets: list[str],
         if row.cell and cell["ours"] is None:
             cell["ours"] = {"n": row.n, "failed": row.failed, "mean": row.mean,
                             "std": None if pd.isna(row.std) else row.std,
-                            "link": f"cells/{row.cell}.html",
-                            "non_private": row.protects == "nothing"}
+                            "link": f"cells/{row.cell}.html"}
         if pd.notna(row.paper_value):
             cell["papers"].append({
                 "value": row.paper_value, "paper": row.paper, "table": row.table,
@@ -179,11 +172,5 @@ def _json(value) -> str:
     return json.dumps(value, indent=1, sort_keys=True, default=str) if value else ""
 
 
-def format_number(value: float, metric: str, signed: bool = False) -> str:
-    sign = "+" if signed else ""
-    return f"{value:{sign}.3f}" if metric == "rmse" else f"{value:{sign}.2f}"
-
-
 _env.filters["num"] = format_number
 _env.filters["delta"] = format_delta
-_env.globals["isinf"] = math.isinf

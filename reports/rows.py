@@ -21,6 +21,7 @@ ROW_COLUMNS = [
     *NOTION_FIELDS, "n", "failed", "mean", "std", "paper_variant", *PAPER_FIELDS, "diff",
     "beyond_tolerance", "cell"]
 LOWER_IS_BETTER = frozenset({"rmse"})
+STANDARD_PROTECTS = ("labels", "inputs and labels", "nothing")
 
 
 def metric_by_dataset(published: pd.DataFrame) -> dict[str, str]:
@@ -97,9 +98,6 @@ def _pairs(cells: pd.DataFrame, paper: pd.DataFrame, same_variant: bool) -> pd.D
     return pairs[(pairs["delta"] == 0) | np.isclose(pairs["delta"], pairs["paper_delta"])]
 
 
-STANDARD_PROTECTS = ("labels", "inputs and labels", "nothing")
-
-
 def section_of(protects: str, neighbours: str) -> str:
     """Label-DP, full DP and non-private rows each share a section; every other notion
     (local randomisation, unknown) is grouped as "other" and names itself per row."""
@@ -133,20 +131,51 @@ def markdown(rows: pd.DataFrame) -> str:
               "ours", "failed", "paper", "citation", "diff"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows.itertuples(index=False):
-        ours = "" if row.n == 0 else (
-            f"{row.mean:.2f}" + ("" if pd.isna(row.std) else f" ± {row.std:.2f}")
-            + f" (n={row.n})")
-        citation = "" if pd.isna(row.paper_value) else (
-            f"{row.paper}, {row.table}, {row.column}"
-            + (" (inferred column)" if row.column_inferred else ""))
-        cells = [row.dataset, f"{row.protects}, {row.neighbours}, {row.kind}, {row.accountant}",
+        notion = "non-private" if row.protects == "nothing" else (
+            f"{row.protects}, {row.neighbours}, {row.kind}, {row.accountant}")
+        cells = [row.dataset, notion,
                  row.method, row.variant, row.suite or "paper only", format_epsilon(row.epsilon),
-                 "" if pd.isna(row.delta) else f"{row.delta:g}", ours, str(row.failed or ""),
-                 "" if pd.isna(row.paper_value) else f"{row.paper_value:g}", citation,
-                 "" if pd.isna(row.diff) else f"{row.diff:+.2f}" + (" !" if row.beyond_tolerance else "")]
+                 format_delta(row.delta), _ours_text(row), str(row.failed or ""),
+                 "" if pd.isna(row.paper_value) else format_number(row.paper_value, row.metric),
+                 _citation_text(row), _diff_text(row)]
         lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
     return "\n".join(lines) + "\n"
 
 
+def _ours_text(row) -> str:
+    if row.n == 0:
+        return ""
+    spread = "" if pd.isna(row.std) else f" ± {format_number(row.std, row.metric)}"
+    return f"{format_number(row.mean, row.metric)}{spread} (n={row.n})"
+
+
+def _citation_text(row) -> str:
+    if pd.isna(row.paper_value):
+        return ""
+    marks = [mark for mark, present in (
+        ("inferred column", bool(row.column_inferred)),
+        ("paper's headline setting", bool(row.cell) and row.paper_variant != row.variant))
+        if present]
+    return f"{row.paper}, {row.table}, {row.column}" + (f" ({'; '.join(marks)})" if marks else "")
+
+
+def _diff_text(row) -> str:
+    if pd.isna(row.diff):
+        return ""
+    beyond = " (beyond tolerance)" if row.beyond_tolerance else ""
+    return format_number(row.diff, row.metric, signed=True) + beyond
+
+
 def format_epsilon(epsilon: float) -> str:
     return "inf" if math.isinf(epsilon) else f"{epsilon:g}"
+
+
+def format_delta(delta: float) -> str:
+    if pd.isna(delta):
+        return "not stated"
+    return f"{delta:g}".replace("e-0", "e-")
+
+
+def format_number(value: float, metric: str, signed: bool = False) -> str:
+    sign = "+" if signed else ""
+    return f"{value:{sign}.3f}" if metric == "rmse" else f"{value:{sign}.2f}"
