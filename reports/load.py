@@ -18,7 +18,7 @@ _REQUIRED = ("cell_id", "suite", "status", "method", "dataset", "seed", "epsilon
 UNKNOWN = "unknown"
 
 
-class ReportError(Exception):
+class ReportError(ValueError):
     """Bad input to the leaderboard (missing results, malformed record); one line."""
 
 

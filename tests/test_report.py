@@ -184,3 +184,27 @@ def test_no_records_yet_lists_every_paper_cell_as_paper_only(tmp_path):
     assert len(rows) == len(published) and (rows.n == 0).all() and (rows.suite == "").all()
     assert {claim["verdict"] for claim in check_claims(load_claims(), records)} == {
         "not enough runs"}
+
+
+def test_a_failure_while_writing_leaves_the_previous_site(tmp_path, site, monkeypatch):
+    out = tmp_path / "site"
+    shutil.copytree(site, out)
+    before = (out / "index.html").read_text()
+
+    def broken(staging, *args):
+        (staging / "index.html").write_text("half")
+        raise OSError("disk full")
+
+    monkeypatch.setattr("reports.render.write_site", broken)
+    with pytest.raises(OSError, match="disk full"):
+        reports.build(GOLDEN / "records", out)
+    assert (out / "index.html").read_text() == before
+    assert [path.name for path in tmp_path.iterdir()] == ["site"]
+
+
+def test_markdown_export_carries_the_same_rows(site):
+    text = (site / "rows.md").read_text()
+    assert text.count("\n") == 2 + len(_read_rows(site / "rows.csv"))
+    assert "| 95.00 ± 0.28 (n=2) |" in text
+    assert "-2.00 (beyond tolerance)" in text
+    assert "(inferred column; paper's headline setting)" in text
