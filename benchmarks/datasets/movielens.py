@@ -7,11 +7,9 @@ import numpy as np
 
 from benchmarks.contract import Split
 from benchmarks.datasets.core import DataError, DatasetSpec, register, zip_member
-from benchmarks.datasets.splits import shuffled_halves
+from benchmarks.datasets.splits import fixed_split
 
 ARCHIVE = "ml-1m.zip"
-SPLIT_SEED = 20240101  # the fixed 80/20 split is part of the dataset's definition
-TEST_FRACTION = 0.2
 
 
 def parse_ratings(text: bytes) -> np.ndarray:
@@ -37,7 +35,7 @@ def read_movielens(spec: DatasetSpec, root: Path) -> tuple[Split, Split]:
     y = ratings[:, 2] - 1
     if y.min() < 0 or y.max() > 4:
         raise DataError(path, "ratings outside 1..5", spec.expected(ARCHIVE), spec.where(root))
-    train, test = shuffled_halves(len(y), TEST_FRACTION, SPLIT_SEED)
+    train, test = fixed_split(len(y))
     return Split(x[train], y[train]), Split(x[test], y[test])
 
 

@@ -13,11 +13,9 @@ import pandas as pd
 
 from benchmarks.contract import Split
 from benchmarks.datasets.core import DatasetSpec, register
-from benchmarks.datasets.splits import image_split, shuffled_halves
+from benchmarks.datasets.splits import fixed_split, image_split
 from benchmarks.datasets.tabular import Linear, encode
 
-SPLIT_SEED = 20240101  # the fixed split is part of the dataset's definition
-TEST_FRACTION = 0.2
 SOURCE = "sklearn arrays"
 OBTAIN = "reinstall scikit-learn"
 
@@ -41,7 +39,7 @@ def read_digits(spec: DatasetSpec, root: Path) -> tuple[Split, Split]:
     from sklearn.datasets import load_digits
 
     x, y = _verified_arrays(spec, root, load_digits)
-    train, test = shuffled_halves(len(y), TEST_FRACTION, SPLIT_SEED)
+    train, test = fixed_split(len(y))
     images = x.reshape(-1, 8, 8)  # grey levels 0..16
     return (image_split(images[train], y[train], max_value=16),
             image_split(images[test], y[test], max_value=16))
@@ -52,7 +50,7 @@ def read_breast_cancer(spec: DatasetSpec, root: Path) -> tuple[Split, Split]:
 
     x, y = _verified_arrays(spec, root, load_breast_cancer)
     features = encode(pd.DataFrame(x), BREAST_CANCER_SCHEMA)
-    train, test = shuffled_halves(len(y), TEST_FRACTION, SPLIT_SEED)
+    train, test = fixed_split(len(y))
     return (Split(features[train], y[train].astype(np.int64)),
             Split(features[test], y[test].astype(np.int64)))
 
