@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import pandas as pd
 
@@ -28,15 +28,19 @@ def load_records(results: Path, metric_of: Mapping[str, str]) -> pd.DataFrame:
         raise ReportError(f"results directory {results} does not exist")
     if not results.is_dir():
         raise ReportError(f"results path {results} is not a directory")
-    rows = []
-    try:
-        for record in read_records(results):
-            rows.append(_flatten(record, metric_of))
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise ReportError(f"a record under {results} is not valid JSON ({error})") from None
+    rows = [_flatten(record, metric_of) for record in _whole_records(results)]
     records = pd.DataFrame(rows, columns=list(RECORD_COLUMNS))
     records = records.astype({"epsilon": float, "delta": float, "value": float})
     return _fill_failed_notions(records)
+
+
+def _whole_records(results: Path) -> Iterator[dict[str, Any]]:
+    try:
+        yield from read_records(results)
+    except (json.JSONDecodeError, UnicodeDecodeError, TypeError) as error:
+        # TypeError: the file holds JSON that is not an object
+        raise ReportError(f"a record under {results} is not a JSON object "
+                          f"({type(error).__name__}: {error})") from None
 
 
 def _fill_failed_notions(records: pd.DataFrame) -> pd.DataFrame:
@@ -52,14 +56,12 @@ def _fill_failed_notions(records: pd.DataFrame) -> pd.DataFrame:
     return records
 
 
-def _flatten(record: Any, metric_of: Mapping[str, str]) -> dict[str, Any]:
-    path = record.get("_path", "?") if isinstance(record, dict) else "?"
+def _flatten(record: dict[str, Any], metric_of: Mapping[str, str]) -> dict[str, Any]:
+    path = record["_path"]
 
     def bad(problem: str) -> ReportError:
         return ReportError(f"malformed record {path}: {problem}")
 
-    if not isinstance(record, dict):
-        raise bad("not a JSON object")
     if record.get("schema") != SCHEMA:
         raise bad(f"schema {record.get('schema')!r}, expected {SCHEMA}")
     missing = [field for field in _REQUIRED if field not in record]

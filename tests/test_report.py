@@ -139,7 +139,12 @@ def test_missing_results_dir_is_one_line_and_writes_nothing(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("text, message", [
-    ("{not json", "not valid JSON"),
+    ("{not json", "is not a JSON object"),
+    ("[1, 2]", "is not a JSON object"),
+    ('{"schema": 1, "cell_id": "x", "suite": "quick", "status": "ok", "method": "m", '
+     '"dataset": "mnist", "seed": 0, "variant": "", "epsilon": "inf", "delta": 0, '
+     '"privacy": {"protects": "nothing", "neighbours": "none", "kind": "none", '
+     '"accountant": "none"}, "metrics": {}}', "metrics.accuracy_pct is None"),
     ('{"schema": 1, "status": "ok"}', "missing cell_id"),
 ])
 def test_bad_record_keeps_the_previous_site(tmp_path, text, message, site):
