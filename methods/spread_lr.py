@@ -66,30 +66,35 @@ class WeightedLogistic:
     """A tf.keras Dense(1) logistic regression fitted by full-batch gradient ascent on the
     weighted log likelihood sum_i w_i log p(y_i | x_i) / sum_i w_i (eq. 60; w = 1 is plain LR).
 
-    Weights start at zero: the objective is convex, so nothing is lost, and equal seeds
-    give equal models.
+    Inputs are centred on a fixed vector (the mean of the released training inputs). The
+    bias absorbs the shift, so the model is the same; but input noise raises the mean
+    brightness of every pixel, and uncentred, the curvature along the mean image grows so
+    large that gradient ascent at the paper's step size oscillates and collapses to one
+    class. Weights start at zero: the objective is convex, and equal seeds give equal models.
     """
 
-    def __init__(self, dim: int, learning_rate: float) -> None:
+    def __init__(self, centre: np.ndarray, learning_rate: float) -> None:
         import tensorflow as tf
 
         self._tf = tf
+        self.centre = np.asarray(centre, dtype=np.float32)
         self.learning_rate = learning_rate
         self.model = tf.keras.Sequential([
-            tf.keras.Input(shape=(dim,)),
+            tf.keras.Input(shape=self.centre.shape),
             tf.keras.layers.Dense(1, kernel_initializer="zeros", bias_initializer="zeros"),
         ])
 
     def fit(self, x: np.ndarray, y: np.ndarray, weights: np.ndarray, steps: int) -> None:
         tf = self._tf
         dense = self.model.layers[-1]
-        _gradient_ascent()(dense.kernel, dense.bias, tf.constant(x, tf.float32),
+        _gradient_ascent()(dense.kernel, dense.bias, tf.constant(x - self.centre, tf.float32),
                            tf.constant(y, tf.float32), tf.constant(weights, tf.float32),
                            tf.constant(self.learning_rate, tf.float32),
                            tf.constant(steps, tf.int32))
 
     def logits(self, x: np.ndarray) -> np.ndarray:
-        return self.model(self._tf.constant(x, self._tf.float32)).numpy()[:, 0].astype(np.float64)
+        centred = self._tf.constant(x - self.centre, self._tf.float32)
+        return self.model(centred).numpy()[:, 0].astype(np.float64)
 
 
 # --- importance sampling -----------------------------------------------------------------
@@ -198,8 +203,8 @@ class _LogisticRegressionFamily(Method):
         self._dim = flat.shape[1]
         return flat
 
-    def _new_model(self) -> WeightedLogistic:
-        return WeightedLogistic(self._dim, float(self.hparams["learning_rate"]))
+    def _new_model(self, released_inputs: np.ndarray) -> WeightedLogistic:
+        return WeightedLogistic(released_inputs.mean(axis=0), float(self.hparams["learning_rate"]))
 
     def predict_proba(self, x: np.ndarray) -> np.ndarray:
         if self._fitted is None:
@@ -228,7 +233,7 @@ class LogisticRegressionClean(_LogisticRegressionFamily):
 
     def fit(self, train: Split, num_classes: int) -> "LogisticRegressionClean":
         x = self._check_train(train, num_classes)
-        self._fitted = self._new_model()
+        self._fitted = self._new_model(x)
         self._fitted.fit(x, train.y, np.ones(len(x)), int(self.hparams["steps"]))
         return self
 
@@ -291,8 +296,9 @@ class LogisticRegressionNoisy(_CorruptedDataMethod):
     def fit(self, train: Split, num_classes: int) -> "LogisticRegressionNoisy":
         self._check_train(train, num_classes)
         noisy_x, noisy_y = self.corrupted_release(train)
-        self._fitted = self._new_model()
-        self._fitted.fit(self._model_inputs(noisy_x), noisy_y, np.ones(len(noisy_y)),
+        inputs = self._model_inputs(noisy_x)
+        self._fitted = self._new_model(inputs)
+        self._fitted.fit(inputs, noisy_y, np.ones(len(noisy_y)),
                          int(self.hparams["steps"]))
         return self
 
@@ -323,7 +329,7 @@ class SpreadLogisticRegression(_CorruptedDataMethod):
         rng = np.random.default_rng([self.seed, SAMPLING_STREAM])
         samples, iterations = int(self.hparams["samples"]), int(self.hparams["em_iterations"])
         prior = self._initial_prior(clean)
-        self._fitted = self._new_model()
+        self._fitted = self._new_model(self._model_inputs(noisy_x))
         n, d = noisy_x.shape
         for iteration in range(iterations):
             self.progress(f"EM iteration {iteration + 1}/{iterations}")

@@ -191,3 +191,16 @@ def test_bad_data_raises_value_error(sevens_and_nines):
     fitted = LogisticRegressionNoisy(Budget(1.0), steps=2).fit(train, 2)
     with pytest.raises(ValueError, match="fitted on 64"):
         fitted.predict_proba(np.zeros((2, 5, 5, 1), dtype=np.float32))
+
+
+@pytest.mark.parametrize("brightness", [0.0, 0.5])
+def test_weighted_fit_is_stable_on_bright_noisy_inputs(brightness):
+    # Uniform-noise pixels on a bright background: uncentred, the step size 0.2 oscillates
+    # along the mean image and the model collapses to one class.
+    rng = np.random.default_rng(0)
+    x = (brightness + (1 - brightness) * rng.random((400, 784))).astype(np.float32)
+    direction = rng.standard_normal(784)
+    y = ((x - x.mean(axis=0)) @ direction > 0).astype(np.int64)
+    model = spread_lr.WeightedLogistic(x.mean(axis=0), learning_rate=0.2)
+    model.fit(x, y, np.ones(len(y)), steps=50)
+    assert np.mean((model.logits(x) > 0) == y) > 0.95
