@@ -15,7 +15,7 @@ from benchmarks.contract import Split
 from benchmarks.datasets import SPECS, DataError, DatasetSpec, get_spec, load, register
 from benchmarks.datasets.core import cache_path
 from benchmarks.registry import UnknownName
-from tests import archives
+import archives  # tests/archives.py: pytest puts this folder on sys.path
 
 DIGESTS = {
     "mnist": {"train-images-idx3-ubyte": "ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db",

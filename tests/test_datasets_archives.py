@@ -7,7 +7,7 @@ import pytest
 from benchmarks.datasets import SPECS, DataError, load, mnist_like
 from benchmarks.datasets.idx import parse_idx, to_idx
 from benchmarks.datasets.splits import TEST_FRACTION
-from tests import archives
+import archives  # tests/archives.py: pytest puts this folder on sys.path
 
 
 @pytest.fixture

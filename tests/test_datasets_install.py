@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from benchmarks.datasets import adult, install, mnist_like
-from tests import archives
+import archives  # tests/archives.py: pytest puts this folder on sys.path
 
 
 @pytest.fixture
