@@ -87,6 +87,13 @@ class _Fit:
         return self.solution.gradient_norm / self.strong_convexity
 
 
+@dataclasses.dataclass(frozen=True)
+class _Trained:
+    released: _Fit
+    fits: list[_Fit]  # every model trained (several under private tuning)
+    tuning: dict[str, Any] | None = None
+
+
 class DpErm(Method):
     """The shared family: data checks, features, solver, tuning. Subclasses choose where
     the noise goes (``_train``)."""
@@ -104,7 +111,8 @@ class DpErm(Method):
         "kernel": "linear",  # or "rbf" (random Fourier features)
         "rff_dim": 500,
         "rff_gamma": 1.0,
-        "tune_lambdas": [],  # private tuning over these Lambdas (Algorithm 4); [] = off
+        # Private tuning over these Lambdas (Algorithm 4), replacing regularization; [] = off
+        "tune_lambdas": [],
         "train_size": None,  # deterministic subsample of the training set; None = all
         # L2 norm of the objective's gradient at the solution, relative to max(1, ||b||/n)
         "gradient_tolerance": 1e-8,
@@ -129,7 +137,7 @@ class DpErm(Method):
             check_rbf_params(hp["rff_dim"], hp["rff_gamma"])
         if not budget.private:
             self.notion = NON_PRIVATE  # epsilon = inf: the non-private optimum, the reference
-        self._result: dict[str, Any] | None = None
+        self._result: _Trained | None = None
         self._features: RandomFourierFeatures | None = None
 
     # The noise placement: train one model with Lambda on (features, signs).
@@ -160,15 +168,15 @@ class DpErm(Method):
         if not self.hparams["tune_lambdas"]:
             self.progress(f"{self.name}: n={len(features)}, d={features.shape[1]}")
             fit = self._train(features, signs, self.lambdas[0], noise_rngs[0])
-            result = {"fit": fit, "tuning": None, "fits": [fit]}
+            result = _Trained(fit, [fit])
         else:
             result = self._tune(features, signs, noise_rngs, np.random.default_rng(partition_seq),
                                 np.random.default_rng(selection_seq))
         # Assigned together and last, so a failed fit leaves no half-updated model.
-        self._result, self._features, self.weights = result, rff, result["fit"].weights
+        self._result, self._features, self.weights = result, rff, result.released.weights
         return self
 
-    def _tune(self, features, signs, noise_rngs, partition_rng, selection_rng) -> dict[str, Any]:
+    def _tune(self, features, signs, noise_rngs, partition_rng, selection_rng) -> _Trained:
         """Algorithm 4: f_i trained with Lambda_i on part i, chosen by an exponential
         mechanism on the mistakes z_i of part m+1. A record lies in exactly one part: in a
         training part it moves only its f_i (epsilon-DP; the choice is post-processing),
@@ -197,7 +205,7 @@ class DpErm(Method):
             # Audit figures for the benchmark, outside the guarantee (only the model is).
             "held_out_mistakes": mistakes,
         }
-        return {"fit": fits[chosen], "tuning": tuning, "fits": fits}
+        return _Trained(fits[chosen], fits, tuning)
 
     def predict_proba(self, x: np.ndarray) -> np.ndarray:
         if self._result is None:
@@ -211,9 +219,9 @@ class DpErm(Method):
     def spent(self) -> Spent:
         if self._result is None:
             raise ValueError(f"{self.name}: call fit before spent")
-        details = {"perturbation": self.perturbation, **self._result["fit"].details}
-        if self._result["tuning"] is not None:
-            details["tuning"] = self._result["tuning"]
+        details = {"perturbation": self.perturbation, **self._result.released.details}
+        if self._result.tuning is not None:
+            details["tuning"] = self._result.tuning
         epsilon = self.budget.epsilon if self.budget.private else math.inf
         return Spent(epsilon=epsilon, delta=0.0, details=details)
 
@@ -233,7 +241,7 @@ class DpErm(Method):
     def extra_metrics(self) -> dict[str, Any]:
         if self._result is None:
             return {}
-        fits = self._result["fits"]
+        fits = self._result.fits
         return {
             "gradient_norm": max(f.solution.gradient_norm for f in fits),
             "distance_to_minimiser_bound": max(f.distance_bound for f in fits),

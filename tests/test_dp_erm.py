@@ -77,9 +77,8 @@ def test_infinite_epsilon_is_the_same_non_private_optimum_for_both(data):
 
 
 def test_output_perturbation_adds_the_calibrated_noise_to_the_exact_minimiser(data):
-    exact = _fit(DpErmOutput, data, math.inf).weights
     m = _fit(DpErmOutput, data, 0.5, regularization=0.01)
-    fit = m._result["fit"]
+    fit = m._result.released
     spent = m.spent()
     n = len(data[0])
     assert spent.epsilon == 0.5 and spent.delta == 0
@@ -97,7 +96,7 @@ def test_objective_perturbation_solves_the_calibrated_perturbed_objective(
         data, epsilon, regularization, delta_positive):
     n = len(data[0])
     m = _fit(DpErmObjective, data, epsilon, regularization=regularization)
-    details, b = m.spent().details, m._result["fit"].noise
+    details, b = m.spent().details, m._result.released.noise
     cal = objective_calibration(epsilon, n, regularization, 0.25)
     assert (details["Delta"] > 0) == delta_positive
     if delta_positive:
@@ -153,7 +152,7 @@ def test_private_tuning_records_its_parallel_accounting(cls, data):
     chosen = tuning["chosen"]
     assert spent.details["Lambda"] == lambdas[chosen] == tuning["chosen_lambda"]
     assert spent.details["n"] == tuning["part_sizes"][chosen]
-    np.testing.assert_array_equal(m.weights, m._result["fits"][chosen].weights)
+    np.testing.assert_array_equal(m.weights, m._result.fits[chosen].weights)
     assert m.variant().endswith("+ private tuning")
 
 
