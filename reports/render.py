@@ -157,7 +157,7 @@ def _run(record: dict) -> dict:
         "device": provenance.get("device", ""), "python": provenance.get("python", ""),
         "fingerprint": record.get("dataset_fingerprint", "unknown"),
         "method_version": record.get("method_version", ""),
-        "spent": f"epsilon={privacy.get('epsilon', '?')}, delta={privacy.get('delta', '?')}",
+        "spent": privacy and f"epsilon={privacy.get('epsilon')}, delta={privacy.get('delta')}",
         "privacy_details": _json(privacy.get("details")),
         "hparams": _json(record.get("hparams")), "packages": _json(provenance.get("packages")),
         "raw": f"../records/{Path(record['_path']).name}"}
