@@ -25,7 +25,8 @@ def test_fingerprints_cover_parent_and_rule():
 
 
 @pytest.mark.parametrize("name, train, test", [("mnist-7v9-small", 250, 900),
-                                               ("mnist-7v9", 4500, 900)])
+                                               ("mnist-7v9", 4500, 900),
+                                               ("digits-7v9", 130, 28)])
 def test_subsets_have_the_papers_sizes(name, train, test):
     reason = get_spec(name).missing()
     if reason:
@@ -33,7 +34,7 @@ def test_subsets_have_the_papers_sizes(name, train, test):
     ds = load(name)
     assert np.bincount(ds.train.y).tolist() == [train, train]
     assert np.bincount(ds.test.y).tolist() == [test, test]
-    assert ds.train.x.shape[1:] == (28, 28, 1)
-    mnist = load("mnist")
-    first_seven = np.flatnonzero(mnist.train.y == 7)[0]
-    assert np.array_equal(ds.train.x[ds.train.y == 0][0], mnist.train.x[first_seven])
+    parent = load(get_spec(name).parent)
+    assert ds.train.x.shape[1:] == parent.train.x.shape[1:]
+    first_seven = np.flatnonzero(parent.train.y == 7)[0]
+    assert np.array_equal(ds.train.x[ds.train.y == 0][0], parent.train.x[first_seven])

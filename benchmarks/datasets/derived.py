@@ -1,8 +1,8 @@
 """Datasets cut from another registered dataset by a fixed rule.
 
-MNIST 7 vs 9 (Barber, "Private machine learning via randomised response", Section 6):
+Digits 7 vs 9 (Barber, "Private machine learning via randomised response", Section 6):
 digit 7 is label 0 and digit 9 is label 1; each split takes the FIRST n images of each
-digit in the official file order, so the subset is the same everywhere without a seed.
+digit in the parent's split order, so the subset is the same everywhere without a seed.
 The fingerprint covers the parent's official checksums and the text of the rule.
 """
 from __future__ import annotations
@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.contract import Split
-from benchmarks.datasets import mnist_like  # noqa: F401  (registers the parent, "mnist")
+# Registers the parents, "mnist" and "digits".
+from benchmarks.datasets import mnist_like, sklearn_sets  # noqa: F401
 from benchmarks.datasets.core import DatasetSpec, get_spec, load, register
 
 BARBER = "Barber. Private machine learning via randomised response (MNIST 7 vs 9)"
@@ -34,15 +35,15 @@ def first_of_each_class(split: Split, digits: tuple[int, ...], per_class: int) -
     return Split(split.x[index], labels.astype(np.int64))
 
 
-def subset_rule(train_per_class: int, test_per_class: int) -> str:
+def subset_rule(parent: str, train_per_class: int, test_per_class: int) -> str:
     return (f"digits {DIGITS} as labels 0..{len(DIGITS) - 1}; first {train_per_class} of each "
-            f"in the official train order; first {test_per_class} of each in the official "
-            f"test order")
+            f"in {parent}'s train split order; first {test_per_class} of each in its test "
+            f"split order")
 
 
 def register_digit_subset(name: str, parent: str, train_per_class: int,
                           test_per_class: int) -> DatasetSpec:
-    rule = subset_rule(train_per_class, test_per_class)
+    rule = subset_rule(parent, train_per_class, test_per_class)
     source = get_spec(parent)
 
     def read(spec: DatasetSpec, root: Path) -> tuple[Split, Split]:
@@ -63,3 +64,5 @@ def register_digit_subset(name: str, parent: str, train_per_class: int,
 register_digit_subset("mnist-7v9-small", "mnist", train_per_class=250, test_per_class=900)
 # The Gaussian-noise setting: 4,500 train + 900 test per class.
 register_digit_subset("mnist-7v9", "mnist", train_per_class=4500, test_per_class=900)
+# The same task on scikit-learn's 8x8 digits, for fast smoke runs.
+register_digit_subset("digits-7v9", "digits", train_per_class=130, test_per_class=28)
