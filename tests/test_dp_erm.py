@@ -1,4 +1,5 @@
 """The registered DP-ERM methods: preconditions, what they train, what they record."""
+import json
 import math
 import subprocess
 import sys
@@ -159,6 +160,8 @@ def test_private_tuning_records_its_parallel_accounting(cls, data):
 def test_tuning_without_noise_picks_the_fewest_held_out_mistakes(data):
     m = _fit(DpErmObjective, data, math.inf, tune_lambdas=[1e-4, 1.0, 30.0])
     tuning = m.spent().details["tuning"]
+    # Records are strict JSON: no infinities in what the runner stores.
+    json.dumps([m.spent().details, m.extra_metrics()], allow_nan=False)
     assert tuning["chosen"] == int(np.argmin(tuning["held_out_mistakes"]))
     assert len(set(tuning["held_out_mistakes"])) > 1
 
