@@ -241,3 +241,12 @@ def test_exponential_mechanism_is_stable_for_huge_counts():
     np.testing.assert_allclose(p, [1 / (1 + math.exp(-0.5)), 1 / (1 + math.exp(0.5))])
     np.testing.assert_array_equal(
         exponential_mechanism_probabilities(np.array([4, 2, 2]), math.inf), [0, 1, 0])
+
+
+def test_solver_refuses_a_solution_short_of_the_tolerance():
+    rng = np.random.default_rng(2)
+    x, signs = _unit_rows(rng, 30, 3), rng.choice([-1.0, 1.0], 30)
+    solution = minimise_erm(x, signs, MarginLoss("logistic"), 0.1, None, 1e-9)
+    assert solution.gradient_norm <= 1e-9
+    with pytest.raises(RuntimeError, match="exact minimiser"):
+        minimise_erm(x, signs, MarginLoss("logistic"), 0.1, None, 1e-30)
