@@ -2,7 +2,8 @@
 
 Ghazi et al. 2021, "Deep Learning with Label Differential Privacy" (Algorithms 1, 2 and 4).
 Every randomizer is epsilon-DP with respect to the label of each row, given that row's
-prior; the prior itself must not depend on the label being randomized.
+prior. The prior must not depend on the labels, or only through a DP release whose budget
+is counted separately (noisy_cluster_priors; sequential composition).
 
 Each row's top-k set is the k classes with the largest prior, ties broken by the smaller
 class index. The rule looks at the prior only, never at the label, which is what Lemma 1
@@ -82,7 +83,8 @@ def _as_k(k, num_rows: int, num_classes: int) -> np.ndarray:
     elif ks.shape != (num_rows,):
         raise ValueError(f"k must be a scalar or have shape ({num_rows},), got {ks.shape}")
     if ks.size and (ks.min() < 1 or ks.max() > num_classes):
-        raise ValueError(f"k must be in [1, {num_classes}], found values in [{ks.min()}, {ks.max()}]")
+        raise ValueError(f"k must be in [1, {num_classes}], "
+                         f"found values in [{ks.min()}, {ks.max()}]")
     return ks.astype(np.intp)
 
 
@@ -96,7 +98,7 @@ def _sorted_desc(priors: np.ndarray) -> np.ndarray:
     """Each row's priors in decreasing order, C-contiguous.
 
     Sorting values is several times faster than argsort; classes are found again by value.
-    Negating in place keeps the rows contiguous without another (N, K) temporary.
+    Negating in place keeps the rows contiguous without a second temporary.
     """
     desc = np.negative(priors)
     desc.sort(axis=1)
@@ -226,7 +228,10 @@ def rr_top_k(labels, priors, k, epsilon, rng) -> np.ndarray:
 
 
 def rr_with_prior(labels, priors, epsilon, rng) -> np.ndarray:
-    """RRWithPrior (Algorithm 2): RRTop-k with each row's k = optimal_k. epsilon = inf keeps every label."""
+    """RRWithPrior (Algorithm 2): RRTop-k with each row's k = optimal_k.
+
+    epsilon = inf keeps every label.
+    """
     labels, p, eps = _checked(labels, priors, epsilon)
     return _randomize(labels, p, None, eps, _as_rng(rng))
 
