@@ -4,8 +4,10 @@ tensorflow-privacy's fast-clipping layer registry maps a layer class to a functi
 returns, from the gradient of the summed loss with respect to the layer's output, every
 example's squared gradient norm for that layer's weights. It ships Dense and Embedding;
 this module adds Conv2D and GroupNormalization, so the project's CNNs and ResNet clip
-with two ordinary passes: one for the norms, one for the loss reweighted by each
-example's clip factor min(1, C / norm).
+with one forward and one backward pass: the backward pass stops at the layer outputs,
+the norms give each example's clip factor c_i = min(1, C / norm_i), and each layer's
+weight gradient is then taken from its output gradient with row i scaled by c_i (the
+cost of the weight gradients of ordinary training).
 
 A Conv2D kernel's per-example gradient is A_i^T G_i, with A_i the (P, k*k*Cin) matrix of
 input patches and G_i the (P, Cout) output gradient at the P output positions. Its
@@ -162,9 +164,9 @@ def clipped_gradient_sum(model: tf.keras.Model, registry: layer_registry.LayerRe
     """sum_i clip(grad loss_i, C) over the batch, the per-example gradient norms, and the
     per-example losses.
 
-    The second pass differentiates sum_i c_i loss_i with the clip factors c_i held
-    constant, which equals the sum of the clipped per-example gradients. A Poisson batch
-    can be empty; convolutions reject empty inputs, so that case returns zeros.
+    Each layer's output Z_l must carry one row per example, and no layer may mix
+    examples (check_model refuses BatchNorm). A Poisson batch can be empty;
+    convolutions reject empty inputs, so that case returns zeros.
     """
     def empty():
         return ([tf.zeros_like(v) for v in model.trainable_variables],
@@ -176,13 +178,27 @@ def clipped_gradient_sum(model: tf.keras.Model, registry: layer_registry.LayerRe
 
 
 def _clipped_gradient_sum(model, registry, x, labels, clip_norm):
-    norms = clip_grads.compute_gradient_norms(
-        model, registry, x, labels, per_example_loss_fn=per_example_loss,
-        trainable_vars=model.trainable_variables)
-    factors = tf.stop_gradient(clip_grads.compute_clip_weights(clip_norm, norms))
-    with tf.GradientTape() as tape:
-        losses = per_example_loss(labels, model(x, training=True))
-        weighted = tf.reduce_sum(factors * losses)
-    grads = tape.gradient(weighted, model.trainable_variables,
-                          unconnected_gradients=tf.UnconnectedGradients.ZERO)
-    return grads, norms, losses
+    # One forward pass through the registry functions records each layer's output Z_l
+    # (pre-activation) and its weights; variables are watched too, for the last step.
+    tape = tf.GradientTape(persistent=True)
+    with tape:
+        logits, layer_outputs = gradient_clipping_utils.model_forward_pass(
+            model, x, generator_fn=clip_grads.get_registry_generator_fn(tape, registry))
+        losses = per_example_loss(labels, logits)
+        total = tf.reduce_sum(losses)
+    layer_outputs = [entry for entry in layer_outputs if entry is not None]
+    z_grads = tape.gradient(total, [z for z, _, _ in layer_outputs],
+                            unconnected_gradients=tf.UnconnectedGradients.ZERO)
+    norms = tf.sqrt(tf.add_n([norm_fn(g) for g, (_, norm_fn, _) in
+                              zip(z_grads, layer_outputs)]))
+    factors = clip_grads.compute_clip_weights(clip_norm, norms)
+    # Examples are independent, so row i of dL/dZ_l is example i's own gradient: scaling
+    # it by c_i and back-propagating only from Z_l to layer l's weights gives
+    # sum_i c_i grad_i for those weights, without a second pass through the network.
+    sums = {v.ref(): tf.zeros_like(v) for v in model.trainable_variables}
+    for g, (z, _, weights) in zip(z_grads, layer_outputs):
+        scale = tf.reshape(factors, [-1] + [1] * (g.shape.rank - 1))
+        for v, grad in zip(weights, tape.gradient(z, weights, output_gradients=scale * g)):
+            sums[v.ref()] += grad
+    del tape
+    return [sums[v.ref()] for v in model.trainable_variables], norms, losses
