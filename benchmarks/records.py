@@ -31,6 +31,10 @@ from typing import Any, Iterator
 SCHEMA = 1
 
 
+class RecordError(ValueError):
+    """A file in a results folder that is not a whole record."""
+
+
 def encode_epsilon(eps: float) -> float | str:
     return "inf" if math.isinf(eps) else float(eps)
 
@@ -74,8 +78,12 @@ def read_records(results: Path) -> Iterator[dict[str, Any]]:
     for path in sorted(results.glob("*.json")):
         if path.name.startswith(".tmp-"):
             continue
-        with open(path) as f:
-            record = json.load(f)
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise RecordError(f"record {path} is not a JSON object ({err})") from None
+        if not isinstance(record, dict):
+            raise RecordError(f"record {path} is not a JSON object")
         record["_path"] = str(path)
         yield record
 

@@ -86,17 +86,19 @@ def run_cell(cell: Cell, data: Dataset, progress: Callable[[str], None]) -> dict
         "hparams": cell.hparams, "started_at": _now(),
     }
     start = time.perf_counter()
+    method_cls = get_method(cell.method)
+    record["privacy"] = method_cls.notion.as_dict()  # kept for failed cells too
     try:
-        method = get_method(cell.method)(cell.budget, seed=cell.seed, **cell.hparams)
+        method = method_cls(cell.budget, seed=cell.seed, **cell.hparams)
+        record["variant"] = method.variant()
         method.progress = progress
         method.fit(data.train, data.num_classes)
         proba = method.predict_proba(data.test.x)
         spent = method.spent()
-        record.update(
-            status="ok", variant=method.variant(),
-            metrics={**evaluate(data, proba), **method.extra_metrics()},
-            privacy={"epsilon": encode_epsilon(spent.epsilon), "delta": spent.delta,
-                     **method.notion.as_dict(), "details": spent.details})
+        record["metrics"] = {**evaluate(data, proba), **method.extra_metrics()}
+        record["privacy"].update(epsilon=encode_epsilon(spent.epsilon), delta=spent.delta,
+                                 details=spent.details)
+        record["status"] = "ok"
     except Exception as err:  # one bad cell must not stop the suite
         message = " ".join(str(err).split()) or type(err).__name__
         record.update(status="failed", error=f"{type(err).__name__}: {message}",

@@ -1,14 +1,13 @@
 """Reads the run records into one flat table, refusing a malformed record with one line."""
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 import pandas as pd
 
-from benchmarks.records import SCHEMA, decode_epsilon, read_records
+from benchmarks.records import SCHEMA, RecordError, decode_epsilon, read_records
 
 DEFAULT_METRIC = "accuracy_pct"
 NOTION_FIELDS = ("protects", "neighbours", "kind", "accountant")
@@ -37,10 +36,8 @@ def load_records(results: Path, metric_of: Mapping[str, str]) -> pd.DataFrame:
 def _whole_records(results: Path) -> Iterator[dict[str, Any]]:
     try:
         yield from read_records(results)
-    except (json.JSONDecodeError, UnicodeDecodeError, TypeError) as error:
-        # TypeError: the file holds JSON that is not an object
-        raise ReportError(f"a record under {results} is not a JSON object "
-                          f"({type(error).__name__}: {error})") from None
+    except RecordError as error:
+        raise ReportError(str(error)) from None
 
 
 def _fill_failed_notions(records: pd.DataFrame) -> pd.DataFrame:
