@@ -37,6 +37,9 @@ PRIORS = ("flat", "learned", "true")
 MIN_PRIOR_VARIANCE = 1e-4
 # Separate random streams per purpose, so lr-noisy and spread-lr corrupt identically.
 CORRUPTION_STREAM, SAMPLING_STREAM = 0, 1
+# The input model p(x) = prod_d p(x[d]|d): a (D, 256) histogram for pixel RR, per-pixel
+# (mean, variance) arrays for Gaussian input noise.
+InputPrior = "np.ndarray | tuple[np.ndarray, np.ndarray]"
 
 
 # --- the shared fitting routine ----------------------------------------------------------
@@ -327,6 +330,7 @@ class SpreadLogisticRegression(_CorruptedDataMethod):
     tiny_hparams = {"samples": 2, "em_iterations": 3, "mstep_steps": 5}
 
     def fit(self, train: Split, num_classes: int) -> "SpreadLogisticRegression":
+        """EM on the release; afterwards ``input_prior`` holds the last E-step's p(x)."""
         clean = self._check_train(train, num_classes)
         noisy_x, noisy_y = self.corrupted_release(train)
         rng = np.random.default_rng([self.seed, SAMPLING_STREAM])
@@ -346,7 +350,7 @@ class SpreadLogisticRegression(_CorruptedDataMethod):
         self.input_prior = prior
         return self
 
-    def _initial_prior(self, clean: np.ndarray):
+    def _initial_prior(self, clean: np.ndarray) -> InputPrior:
         gaussian = self.hparams["input_noise"] == "gaussian"
         if self.hparams["prior"] == "true":  # the oracle: marginals of the CLEAN pixels
             return gaussian_moments(clean) if gaussian else pixel_histogram(corruption.to_states(clean))
@@ -355,7 +359,7 @@ class SpreadLogisticRegression(_CorruptedDataMethod):
                     np.full(self._dim, float(self.hparams["prior_variance"])))
         return np.full((self._dim, corruption.PIXEL_STATES), 1 / corruption.PIXEL_STATES)
 
-    def _sample_inputs(self, noisy_x: np.ndarray, prior, samples: int,
+    def _sample_inputs(self, noisy_x: np.ndarray, prior: InputPrior, samples: int,
                        rng: np.random.Generator) -> np.ndarray:
         if self.hparams["input_noise"] == "rr":
             return sample_pixel_posterior(noisy_x, prior, self.p_f, samples, rng)
@@ -363,7 +367,7 @@ class SpreadLogisticRegression(_CorruptedDataMethod):
         return sample_gaussian_posterior(noisy_x, mean, variance,
                                          float(self.hparams["input_variance"]), samples, rng)
 
-    def _learned_prior(self, x_s: np.ndarray, weights: np.ndarray):
+    def _learned_prior(self, x_s: np.ndarray, weights: np.ndarray) -> InputPrior:
         if self.hparams["input_noise"] == "rr":
             return pixel_histogram(x_s, weights)  # eq. 65
         return gaussian_moments(x_s, weights)  # the same M-step for a Gaussian p(x[d]|d)
