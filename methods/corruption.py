@@ -3,9 +3,9 @@ of their example, drawn once before training.
 
 Labels are flipped with probability p_f. Pixels (256 states) keep their state with
 probability 1 - p_f and otherwise move uniformly to one of the other 255 states, or get
-Gaussian noise added. Every sampler is written as a deterministic function of explicit
-random draws, so the tests can enumerate those draws and build each mechanism's EXACT
-transition matrix from the very code that corrupts the data.
+Gaussian noise added (not epsilon-DP). The two randomised responses are written as
+deterministic functions of explicit random draws, so enumerating those draws builds each
+mechanism's EXACT transition matrix from the very code that corrupts the data.
 
 numpy only: importing this module must stay cheap.
 """
