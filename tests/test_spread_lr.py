@@ -204,3 +204,14 @@ def test_weighted_fit_is_stable_on_bright_noisy_inputs(brightness):
     model = spread_lr.WeightedLogistic(x.mean(axis=0), learning_rate=0.2)
     model.fit(x, y, np.ones(len(y)), steps=50)
     assert np.mean((model.logits(x) > 0) == y) > 0.95
+
+
+def test_learned_gaussian_prior_moves_towards_the_clean_means(sevens_and_nines):
+    train, _ = sevens_and_nines
+    clean_mean, _ = spread_lr.gaussian_moments(train.x.reshape(len(train), -1))
+    learned_mean, learned_variance = SpreadLogisticRegression(
+        Budget(math.log(4)), seed=0, prior="learned", input_noise="gaussian",
+        **FAST).fit(train, 2).input_prior
+    flat_error = np.abs(clean_mean - 0.0).mean()  # the broad prior's mean is 0
+    assert np.abs(learned_mean - clean_mean).mean() < 0.5 * flat_error
+    assert learned_variance.max() < 10  # far tighter than the broad N(0, 10) start
