@@ -117,7 +117,7 @@ class DpErm(Method):
         "tune_lambdas": [],
         "train_size": None,  # deterministic subsample of the training set; None = all
         # L2 norm of the objective's gradient at the solution, relative to max(1, ||b||/n)
-        "gradient_tolerance": 1e-8,
+        "gradient_tolerance": 1e-10,
     }
     perturbation: ClassVar[str]
 
@@ -249,6 +249,7 @@ class DpErm(Method):
             "gradient_norm": max(f.solution.gradient_norm for f in fits),
             "distance_to_minimiser_bound": max(f.distance_bound for f in fits),
             "lbfgs_iterations": sum(f.solution.iterations for f in fits),
+            "newton_steps": sum(f.solution.newton_steps for f in fits),
         }
 
 
