@@ -49,12 +49,12 @@ class DPSGD(Method):
         "epochs": 15.0,  # in expectation: steps = ceil(epochs N / batch_size)
         "batch_size": 256,  # expected Poisson batch size L; sampling rate L / N
         "clip_norm": 1.0,
-        "learning_rate": 0.5,  # peak of the warm-up/linear-decay schedule
+        "peak_lr": 0.05,  # peak of the warm-up/linear-decay schedule
         "warmup": 0.1,
         "momentum": 0.9,
         "pretrain": "",  # "cifar100": non-private pre-training on public CIFAR-100
         "pretrain_epochs": 20,
-        "pretrain_learning_rate": 0.1,
+        "pretrain_peak_lr": 0.1,
     }
     tiny_hparams: ClassVar[dict[str, Any]] = {"epochs": 2.0, "batch_size": 64}
 
@@ -104,7 +104,7 @@ class DPSGD(Method):
             model, train.x.astype(np.float32), train.y, steps=calibration["steps"],
             sampling_rate=calibration["sampling_rate"],
             noise_multiplier=calibration["noise_multiplier"], clip_norm=float(h["clip_norm"]),
-            peak_lr=float(h["learning_rate"]), warmup=float(h["warmup"]),
+            peak_lr=float(h["peak_lr"]), warmup=float(h["warmup"]),
             momentum=float(h["momentum"]), seed=self.seed, progress=self.progress)
         self._model, self._calibration = model, calibration
         return self
@@ -124,7 +124,7 @@ class DPSGD(Method):
         model = models.build(h["model"], input_shape, public.num_classes, norm=h["norm"])
         training.fit(model, public.train.x, public.train.y, public.num_classes,
                      epochs=int(h["pretrain_epochs"]), batch_size=int(h["batch_size"]),
-                     peak_lr=float(h["pretrain_learning_rate"]), warmup=0.1, momentum=0.9,
+                     peak_lr=float(h["pretrain_peak_lr"]), warmup=0.1, momentum=0.9,
                      weight_decay=0.0, mixup_alpha=0.0, seed=self.seed,
                      progress=self.progress, label=f"pretrain {h['pretrain']}: ")
         features = model.layers[-1].input

@@ -52,6 +52,26 @@ def conv_kernel_uses_ghost_norm(positions: int, patch_size: int, filters: int) -
     return positions * (patch_size + filters) < patch_size * filters
 
 
+# extract_patches copies one channel vector at a time, which is slow for few channels;
+# a convolution with a one-hot kernel costs P*D^2 and wins for small patches (measured
+# on a 2-core CPU: 7x faster for 5x5x1 patches, 2.3x slower for 3x3x32).
+PATCHES_BY_CONVOLUTION_MAX_SIZE = 64
+
+
+def _patches(layer: tf.keras.layers.Conv2D, inputs: tf.Tensor) -> tf.Tensor:
+    """(B, Ho, Wo, kh*kw*Cin) input patches, in the kernel's (kh, kw, Cin) order."""
+    kernel_h, kernel_w, channels_in, _ = layer.kernel.shape
+    size = kernel_h * kernel_w * channels_in
+    if size <= PATCHES_BY_CONVOLUTION_MAX_SIZE:
+        one_hot = tf.reshape(tf.eye(size, dtype=inputs.dtype),
+                             [kernel_h, kernel_w, channels_in, size])
+        return tf.nn.conv2d(inputs, one_hot, strides=layer.strides,
+                            padding=layer.padding.upper(), dilations=layer.dilation_rate)
+    return tf.image.extract_patches(
+        inputs, sizes=[1, kernel_h, kernel_w, 1], strides=[1, *layer.strides, 1],
+        rates=[1, *layer.dilation_rate, 1], padding=layer.padding.upper())
+
+
 def conv2d_layer_computation(layer: tf.keras.layers.Conv2D, input_args: Sequence[Any],
                              input_kwargs: dict, tape: tf.GradientTape,
                              num_microbatches: Any = None):
@@ -70,10 +90,7 @@ def conv2d_layer_computation(layer: tf.keras.layers.Conv2D, input_args: Sequence
         batch = tf.shape(grads)[0]
         positions = grads.shape[1] * grads.shape[2]  # static even when the batch is not
         g = tf.reshape(grads, [batch, positions, filters])  # (B, P, Cout)
-        patches = tf.image.extract_patches(
-            inputs, sizes=[1, kernel_h, kernel_w, 1], strides=[1, *layer.strides, 1],
-            rates=[1, *layer.dilation_rate, 1], padding=layer.padding.upper())
-        a = tf.reshape(patches, [batch, -1, patch_size])  # (B, P, D)
+        a = tf.reshape(_patches(layer, inputs), [batch, positions, patch_size])  # (B, P, D)
         if conv_kernel_uses_ghost_norm(positions, patch_size, filters):
             norms = tf.reduce_sum(tf.einsum("bpd,bqd->bpq", a, a)
                                   * tf.einsum("bpc,bqc->bpq", g, g), axis=[1, 2])
@@ -113,15 +130,17 @@ def group_norm_layer_computation(layer: tf.keras.layers.GroupNormalization,
         raise ValueError("GroupNormalization calls take one input and no mask")
     if layer.axis not in (-1, len(input_args[0].shape) - 1):
         raise NotImplementedError("fast clipping supports GroupNormalization on the last axis")
-    inputs = input_args[0]
-    outputs = layer(inputs)
+    # The same function as the layer's call, computed here because xhat is needed for
+    # the norms (and Keras' own call spends time on an all-ones mask).
+    xhat = _group_normalised(layer, input_args[0])
+    outputs = xhat * layer.gamma if layer.scale else xhat
+    outputs = outputs + layer.beta if layer.center else outputs
     tape.watch(outputs)
 
     def sqr_norm_fn(grads: tf.Tensor) -> tf.Tensor:
         spatial = list(range(1, grads.shape.rank - 1))
         norms = tf.zeros(tf.shape(grads)[:1], grads.dtype)
         if layer.scale:
-            xhat = tf.stop_gradient(_group_normalised(layer, inputs))
             norms += tf.reduce_sum(tf.square(tf.reduce_sum(grads * xhat, spatial)), axis=1)
         if layer.center:
             norms += tf.reduce_sum(tf.square(tf.reduce_sum(grads, spatial)), axis=1)
