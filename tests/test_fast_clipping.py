@@ -81,10 +81,12 @@ def test_fast_norms_and_clipped_sum_match_per_example_tapes(name):
 
 
 def test_both_conv_norm_routes_are_exercised_by_the_cnn():
-    # 10x10 input: the first conv (P=25, D=25, Cout=32) goes direct, the second (P=9,
-    # D=288, Cout=64) ghost, so the test above checks both formulas.
+    # 10x10 input: the first conv (P=25, D=25, Cout=32) goes direct with patches from a
+    # one-hot convolution, the second (P=9, D=288, Cout=64) ghost with extract_patches,
+    # so the test above checks both formulas and both patch routes.
     assert not fast_clipping.conv_kernel_uses_ghost_norm(25, 25, 32)
     assert fast_clipping.conv_kernel_uses_ghost_norm(9, 288, 64)
+    assert 25 <= fast_clipping.PATCHES_BY_CONVOLUTION_MAX_SIZE < 288
 
 
 def test_clipped_sum_handles_an_empty_poisson_batch():

@@ -7,6 +7,9 @@ divisor must not depend on the realised batch, or the batch size itself would le
 That is exactly the Poisson-sampled Gaussian mechanism that
 methods.dp_sgd_calibration accounts for. Momentum and the learning-rate schedule act on
 the noised gradients only, so they are post-processing.
+
+All randomness (sampling and noise) comes from a generator seeded with the run's seed,
+so runs are reproducible; the guarantee assumes the seed is not known to an adversary.
 """
 from __future__ import annotations
 

@@ -171,10 +171,9 @@ def check_model(model: tf.keras.Model, registry: layer_registry.LayerRegistry) -
                          f"function: {', '.join(missing)}")
 
 
-def per_example_loss(labels: tf.Tensor, logits: tf.Tensor, weights: Any = None) -> tf.Tensor:
-    """Cross-entropy of integer labels, one value per example (weights: per example)."""
-    losses = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
-    return losses if weights is None else losses * weights
+def per_example_loss(labels: tf.Tensor, logits: tf.Tensor) -> tf.Tensor:
+    """Cross-entropy of integer labels, one value per example."""
+    return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
 
 
 def clipped_gradient_sum(model: tf.keras.Model, registry: layer_registry.LayerRegistry,
