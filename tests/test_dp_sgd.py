@@ -101,3 +101,19 @@ def test_update_is_noised_clipped_sum_over_the_expected_batch_size():
     # The divisor is the expected batch 100, so the noise left is N(0, (sigma C)^2).
     assert abs(noise.mean()) < 0.01
     assert noise.std() == pytest.approx(4.0 * 0.5, rel=0.01)
+
+
+def test_public_pretraining_then_private_fine_tuning(monkeypatch):
+    from benchmarks import datasets
+    from benchmarks.contract import Dataset
+
+    public = tiny_split(200, seed=5)
+    public = Split(public.x, (public.y + np.arange(200)) % 4)  # four public classes
+    monkeypatch.setattr(datasets, "load", lambda name: Dataset(
+        name, "image", 4, public, public, fingerprint="test"))
+    method = DPSGD(Budget(2.0, 1e-4), seed=0, epochs=1.0, batch_size=30,
+                   pretrain="cifar100", pretrain_epochs=1)
+    method.fit(tiny_split(), 3)
+    assert method.predict_proba(tiny_split(4, seed=2).x).shape == (4, 3)
+    assert method.spent().details["public_pretraining"] == "cifar100"
+    assert "pre-trained on cifar100" in method.variant()
