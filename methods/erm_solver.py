@@ -103,14 +103,19 @@ def minimise_erm(features: np.ndarray, signs: np.ndarray, loss: MarginLoss,
             value = objective()
         return value, tf.reshape(tape.gradient(value, kernel), [-1])
 
-    @tf.function
-    def hessian(flat_weights):
+    def hessian(flat_weights):  # eager: needed at most a few times per solve
+        """(1/n) X^T diag(l''(z)) X + regularization I, with l'' by automatic differentiation."""
         kernel.assign(tf.reshape(flat_weights, (dim, 1)))
+        margins = s * tf.squeeze(model(x), axis=1)
         with tf.GradientTape() as outer:
+            outer.watch(margins)
             with tf.GradientTape() as inner:
-                value = objective()
-            gradient = inner.gradient(value, kernel)
-        return tf.reshape(outer.jacobian(gradient, kernel), (dim, dim))
+                inner.watch(margins)
+                total = tf.reduce_sum(loss(margins))
+            slopes = inner.gradient(total, margins)
+        curvature = outer.gradient(slopes, margins)
+        data_term = tf.matmul(x, x * curvature[:, None], transpose_a=True) / len(features)
+        return data_term + regularization * tf.eye(dim, dtype=tf.float64)
 
     def scipy_objective(w: np.ndarray) -> tuple[float, np.ndarray]:
         value, gradient = value_and_gradient(tf.constant(w, tf.float64))
