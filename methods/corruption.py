@@ -53,7 +53,8 @@ def local_epsilon(transition: np.ndarray) -> float:
     """
     t = np.asarray(transition, dtype=float)
     if t.ndim != 2 or not np.allclose(t.sum(axis=0), 1.0):
-        raise ValueError("transition must be a 2-D matrix T[output, input] with columns summing to 1")
+        raise ValueError("transition must be a 2-D matrix T[output, input] whose columns "
+                         "sum to 1")
     hi, lo = t.max(axis=1), t.min(axis=1)
     if np.any((lo == 0) & (hi > 0)):
         return math.inf

@@ -170,7 +170,8 @@ def pixel_histogram(states: np.ndarray, weights: np.ndarray | None = None) -> np
     return counts / counts.sum(axis=1, keepdims=True)
 
 
-def gaussian_moments(x: np.ndarray, weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def gaussian_moments(x: np.ndarray,
+                     weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Per-pixel (weighted) mean and floored variance of x: (M, D) -> (D,), (D,)."""
     mean = np.average(x, axis=0, weights=weights)
     variance = np.average((x - mean) ** 2, axis=0, weights=weights)
@@ -353,7 +354,9 @@ class SpreadLogisticRegression(_CorruptedDataMethod):
     def _initial_prior(self, clean: np.ndarray) -> InputPrior:
         gaussian = self.hparams["input_noise"] == "gaussian"
         if self.hparams["prior"] == "true":  # the oracle: marginals of the CLEAN pixels
-            return gaussian_moments(clean) if gaussian else pixel_histogram(corruption.to_states(clean))
+            if gaussian:
+                return gaussian_moments(clean)
+            return pixel_histogram(corruption.to_states(clean))
         if gaussian:
             return (np.full(self._dim, float(self.hparams["prior_mean"])),
                     np.full(self._dim, float(self.hparams["prior_variance"])))

@@ -118,4 +118,5 @@ def test_no_noise_is_identity_with_infinite_epsilon():
     assert corruption.flip_probability(math.inf) == 0
     assert corruption.label_flip_epsilon(0.0) == math.inf
     states = np.arange(256, dtype=np.uint8)
-    assert np.array_equal(corruption.randomise_pixels(states, 0.0, np.random.default_rng(1)), states)
+    same = corruption.randomise_pixels(states, 0.0, np.random.default_rng(1))
+    assert np.array_equal(same, states)

@@ -92,9 +92,9 @@ def test_pixel_histogram_is_eq_65():
 def test_noisy_and_spread_methods_see_the_same_release(sevens_and_nines):
     train, _ = sevens_and_nines
     for noise in ("rr", "gaussian"):
-        a = LogisticRegressionNoisy(Budget(1.0), seed=5, input_noise=noise).corrupted_release(train)
-        b = SpreadLogisticRegression(Budget(1.0), seed=5, input_noise=noise).corrupted_release(train)
-        c = SpreadLogisticRegression(Budget(1.0), seed=6, input_noise=noise).corrupted_release(train)
+        a, b, c = (cls(Budget(1.0), seed=seed, input_noise=noise).corrupted_release(train)
+                   for cls, seed in ((LogisticRegressionNoisy, 5), (SpreadLogisticRegression, 5),
+                                     (SpreadLogisticRegression, 6)))
         assert all(np.array_equal(u, v) for u, v in zip(a, b))
         assert not np.array_equal(a[0], c[0])
 
@@ -141,7 +141,8 @@ def test_spent_reports_label_epsilon_and_pixel_epsilon(sevens_and_nines, epsilon
     assert spent.epsilon <= epsilon and spent.epsilon == pytest.approx(epsilon)
     assert spent.details["flip_probability"] == pytest.approx(p_f)
     if math.isfinite(epsilon):
-        assert spent.details["pixel_local_epsilon"] == pytest.approx(math.log(255 * (1 - p_f) / p_f))
+        pixel = math.log(255 * (1 - p_f) / p_f)
+        assert spent.details["pixel_local_epsilon"] == pytest.approx(pixel)
         assert spent.details["image_local_epsilon"] == pytest.approx(
             64 * spent.details["pixel_local_epsilon"])
     json.dumps(spent.details, allow_nan=False)  # the record store refuses NaN and inf

@@ -13,8 +13,6 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.contract import Split
-# Registers the parents, "mnist" and "digits".
-from benchmarks.datasets import mnist_like, sklearn_sets  # noqa: F401
 from benchmarks.datasets.core import DatasetSpec, get_spec, load, register
 
 BARBER = "Barber. Private machine learning via randomised response (MNIST 7 vs 9)"
