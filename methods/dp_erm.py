@@ -97,7 +97,7 @@ class _Trained:
 
 class DpErm(Method):
     """The shared family: data checks, features, solver, tuning. Subclasses choose where
-    the noise goes (``_train``)."""
+    the noise goes (``_train_private``)."""
 
     paper = ("Chaudhuri, Monteleoni, Sarwate. Differentially private empirical risk "
              "minimization. JMLR 12, 2011")
@@ -142,9 +142,19 @@ class DpErm(Method):
         self._result: _Trained | None = None
         self._features: RandomFourierFeatures | None = None
 
-    # The noise placement: train one model with Lambda on (features, signs).
     def _train(self, features: np.ndarray, signs: np.ndarray, regularization: float,
                rng: np.random.Generator) -> _Fit:
+        """One model with Lambda = ``regularization``; epsilon = inf gives the exact,
+        noiseless minimiser of J, the same for both perturbations."""
+        if self.budget.private:
+            return self._train_private(features, signs, regularization, rng)
+        solution = self._minimise(features, signs, regularization)
+        details = {"Lambda": regularization, "n": len(features)}
+        return _Fit(solution.weights, details, solution, regularization)
+
+    def _train_private(self, features: np.ndarray, signs: np.ndarray, regularization: float,
+                       rng: np.random.Generator) -> _Fit:
+        """Where the noise goes: the subclasses."""
         raise NotImplementedError
 
     def _minimise(self, features, signs, regularization, linear_term=None) -> ErmSolution:
@@ -257,15 +267,13 @@ class DpErmOutput(DpErm):
     name = "dp-erm-output"
     perturbation = "output"
 
-    def _train(self, features, signs, regularization, rng) -> _Fit:
+    def _train_private(self, features, signs, regularization, rng) -> _Fit:
         n, dim = features.shape
         solution = self._minimise(features, signs, regularization)
-        details = {"Lambda": regularization, "n": n}
-        if not self.budget.private:
-            return _Fit(solution.weights, details, solution, regularization)
         beta = output_noise_rate(self.budget.epsilon, n, regularization)
         noise = sample_norm_exponential_noise(dim, beta, rng)
-        details.update(beta=beta, noise_norm=float(np.linalg.norm(noise)))
+        details = {"Lambda": regularization, "n": n, "beta": beta,
+                   "noise_norm": float(np.linalg.norm(noise))}
         return _Fit(solution.weights + noise, details, solution, regularization, noise)
 
 
@@ -273,20 +281,17 @@ class DpErmObjective(DpErm):
     name = "dp-erm-objective"
     perturbation = "objective"
 
-    def _train(self, features, signs, regularization, rng) -> _Fit:
+    def _train_private(self, features, signs, regularization, rng) -> _Fit:
         n, dim = features.shape
         c = self.loss.curvature_bound
-        details = {"Lambda": regularization, "n": n, "c": c}
-        if not self.budget.private:
-            solution = self._minimise(features, signs, regularization)
-            return _Fit(solution.weights, details, solution, regularization)
         calibration = objective_calibration(self.budget.epsilon, n, regularization, c)
         noise = sample_norm_exponential_noise(dim, calibration.beta, rng)
         strong_convexity = regularization + calibration.extra_regularization
         solution = self._minimise(features, signs, strong_convexity, noise / n)
-        details.update(beta=calibration.beta, Delta=calibration.extra_regularization,
-                       epsilon_prime=calibration.epsilon_prime,
-                       noise_norm=float(np.linalg.norm(noise)))
+        details = {"Lambda": regularization, "n": n, "c": c, "beta": calibration.beta,
+                   "Delta": calibration.extra_regularization,
+                   "epsilon_prime": calibration.epsilon_prime,
+                   "noise_norm": float(np.linalg.norm(noise))}
         return _Fit(solution.weights, details, solution, strong_convexity, noise)
 
 
