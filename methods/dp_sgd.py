@@ -46,7 +46,7 @@ class DPSGD(Method):
     defaults: ClassVar[dict[str, Any]] = {
         "model": "cnn",
         "norm": "group",
-        "epochs": 15.0,  # in expectation: steps = ceil(epochs N / batch_size)
+        "epochs": 5.0,  # in expectation: steps = ceil(epochs N / batch_size)
         "batch_size": 256,  # expected Poisson batch size L; sampling rate L / N
         "clip_norm": 1.0,
         "peak_lr": 0.05,  # peak of the warm-up/linear-decay schedule
@@ -86,8 +86,7 @@ class DPSGD(Method):
         h = self.hparams
         # Calibrating first means an unmeetable budget stops before any training.
         calibration = dp_sgd_calibration.calibrate(
-            self.budget.epsilon, self.budget.delta, len(train), int(h["batch_size"]),
-            float(h["epochs"]))
+            self.budget.epsilon, self.budget.delta, len(train), h["batch_size"], h["epochs"])
         self.progress(f"noise multiplier {calibration['noise_multiplier']:.4f} for "
                       f"(e={calibration['epsilon_rdp']:.3f}, d={self.budget.delta:g}), "
                       f"{calibration['steps']} steps")

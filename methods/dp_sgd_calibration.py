@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import numbers
 import sys
 from typing import Any
 
@@ -58,19 +59,19 @@ def steps_for(dataset_size: int, batch_size: int, epochs: float) -> int:
 def validate(epsilon: float, delta: float, dataset_size: int, batch_size: int,
              epochs: float) -> None:
     """Raise ValueError (one line) for input no DP-SGD run can honour."""
-    if not isinstance(epsilon, (int, float)) or math.isnan(epsilon) or epsilon <= 0:
+    if not isinstance(epsilon, numbers.Real) or math.isnan(epsilon) or epsilon <= 0:
         raise ValueError(f"epsilon must be > 0, got {epsilon!r}")
     if math.isinf(epsilon):
         raise ValueError("DP-SGD needs a finite epsilon; epsilon = inf is non-private "
                          "training, use a non-private baseline")
-    if not isinstance(delta, (int, float)) or math.isnan(delta) or not 0 < delta < 1:
+    if not isinstance(delta, numbers.Real) or math.isnan(delta) or not 0 < delta < 1:
         raise ValueError(f"delta must be in (0, 1), got {delta!r}")
     if int(dataset_size) != dataset_size or dataset_size < 1:
         raise ValueError(f"dataset size must be a positive integer, got {dataset_size!r}")
     if int(batch_size) != batch_size or not 1 <= batch_size <= dataset_size:
         raise ValueError(f"batch size must be an integer in [1, dataset size "
                          f"{dataset_size}], got {batch_size!r}")
-    if not isinstance(epochs, (int, float)) or not 0 < epochs < math.inf:
+    if not isinstance(epochs, numbers.Real) or not 0 < epochs < math.inf:
         raise ValueError(f"epochs must be a positive finite number, got {epochs!r}")
     if delta >= 1 / dataset_size:
         raise ValueError(f"delta = {delta:g} >= 1/N = {1 / dataset_size:g}: such a delta "
