@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from pathlib import Path
 from typing import Any, Iterator
+
+from benchmarks.atomic import atomic_write
 
 SCHEMA = 1
 
@@ -49,23 +49,11 @@ def record_path(results: Path, cell_id: str, status: str) -> Path:
 
 
 def write_record(results: Path, record: dict[str, Any]) -> Path:
-    """Write atomically: a temp file in the same folder, fsync, then rename.
-
-    A kill at any moment leaves either no record or a whole one. A successful record
-    replaces an earlier failure of the same cell.
-    """
-    results.mkdir(parents=True, exist_ok=True)
+    """Write atomically, so a kill at any moment leaves either no record or a whole one.
+    A successful record replaces an earlier failure of the same cell."""
     path = record_path(results, record["cell_id"], record["status"])
-    fd, tmp = tempfile.mkstemp(dir=results, prefix=".tmp-", suffix=".json")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(record, f, indent=1, sort_keys=True, allow_nan=False)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_write(path) as f:
+        json.dump(record, f, indent=1, sort_keys=True, allow_nan=False)
     if record["status"] == "ok":
         record_path(results, record["cell_id"], "failed").unlink(missing_ok=True)
     return path

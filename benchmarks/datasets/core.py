@@ -10,7 +10,6 @@ import dataclasses
 import hashlib
 import io
 import os
-import tempfile
 import warnings
 import zipfile
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Callable
 
 import numpy as np
 
+from benchmarks.atomic import atomic_write
 from benchmarks.contract import Dataset, Split
 from benchmarks.datasets.splits import check_splits
 from benchmarks.registry import unknown
@@ -206,18 +206,8 @@ def _digest(arrays: dict[str, np.ndarray]) -> str:
 
 def _write_cache(path: Path, train: Split, test: Split) -> None:
     arrays = {"train_x": train.x, "train_y": train.y, "test_x": test.x, "test_y": test.y}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".npz")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, sha256=np.array(_digest(arrays)), **arrays)
-            os.fchmod(f.fileno(), 0o644)  # mkstemp's 0600 would hide a shared cache
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_write(path, "wb") as f:
+        np.savez(f, sha256=np.array(_digest(arrays)), **arrays)
 
 
 def _read_cache(path: Path) -> tuple[Split, Split] | None:
