@@ -93,7 +93,7 @@ def calibrate(epsilon: float, delta: float, dataset_size: int, batch_size: int,
     def meets(sigma: float) -> bool:
         return rdp_epsilon(sigma, rate, steps, delta) <= epsilon
 
-    # Bracket by doubling from sigma = 1 (usual budgets need 0.5-5), since the RDP
+    # Bracket in factors of 4 from sigma = 1 (usual budgets need 0.5-5), since the RDP
     # accountant is slowest at large sigma.
     smallest, largest = SIGMA_RANGE
     high = 1.0
@@ -103,15 +103,15 @@ def calibrate(epsilon: float, delta: float, dataset_size: int, batch_size: int,
                 f"epsilon = {epsilon:g} at delta = {delta:g} is unmeetable with {steps} steps "
                 f"at sampling rate {rate:.4g}: even noise multiplier {largest:g} spends more; "
                 f"use fewer epochs or a smaller batch")
-        high = min(2 * high, largest)
-    low = high / 2
+        high = min(4 * high, largest)
+    low = high / 4
     while meets(low):
         if low <= smallest:
             raise ValueError(
                 f"epsilon = {epsilon:g} at delta = {delta:g} is met by noise multiplier "
                 f"{smallest:g} already (the bottom of the search range {SIGMA_RANGE}); such a "
                 f"budget gives no meaningful protection: train longer or use a smaller epsilon")
-        high, low = low, max(low / 2, smallest)
+        high, low = low, max(low / 4, smallest)
     while high / low > 1 + SIGMA_RELATIVE_TOLERANCE:
         middle = math.sqrt(low * high)  # bisect in log space: the range spans decades
         low, high = (low, middle) if meets(middle) else (middle, high)
