@@ -3,6 +3,7 @@ import json
 import math
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -50,7 +51,8 @@ def test_both_methods_are_registered_with_a_pure_substitution_notion():
 
 def test_importing_the_module_does_not_import_tensorflow():
     code = "import sys, methods.dp_erm; sys.exit('tensorflow' in sys.modules)"
-    assert subprocess.run([sys.executable, "-c", code], cwd=".").returncode == 0
+    root = Path(__file__).resolve().parents[1]
+    assert subprocess.run([sys.executable, "-c", code], cwd=root).returncode == 0
 
 
 @pytest.mark.parametrize("cls", BOTH)
