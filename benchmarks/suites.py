@@ -9,7 +9,8 @@ A suite file holds a name, a description and ``[[block]]`` tables::
     epsilons = [1, 4]          # TOML's inf is allowed: no privacy
     delta = 0.0
     seeds = [0, 1]
-    hparams = { epochs = 8 }   # passed to every method of the block
+    hparams = { epochs = 8 }   # passed to every method of the block; a list of
+                               # tables runs each as its own variant
 
 Everything is validated when the suite is loaded, before anything runs.
 """
@@ -108,23 +109,33 @@ def _expand(suite: str, block: dict[str, Any], where: str) -> list[Cell]:
         raise SuiteError(f"{where}: unknown keys {sorted(extra)}" if extra
                          else f"{where}: missing keys {sorted(missing)}")
     delta = float(block.get("delta", 0.0))
-    overrides = block.get("hparams", {})
+    variants = block.get("hparams", {})
+    variants = variants if isinstance(variants, list) else [variants]
     cells = []
     for dataset in block["datasets"]:
         task = datasets.get_spec(dataset).task
         for method_name in block["methods"]:
             method = get_method(method_name)
-            unknown_hp = sorted(set(overrides) - set(method.defaults))
-            if unknown_hp:
-                raise SuiteError(f"{where}: {method_name} has no hyperparameter(s) "
-                                 f"{unknown_hp}; known: {sorted(method.defaults)}")
-            hparams = {**method.defaults, **overrides}
-            for eps in block["epsilons"]:
-                try:
-                    budget = Budget(eps, delta)
-                except ValueError as err:
-                    raise SuiteError(f"{where}: {err}") from None
-                skip = method.skip_reason(task, budget)
-                cells += [Cell(suite, dataset, method_name, budget.epsilon, budget.delta,
-                               int(seed), hparams, skip) for seed in block["seeds"]]
+            for overrides in variants:
+                cells += _cells(suite, dataset, task, method, overrides, block["epsilons"],
+                                delta, block["seeds"], where)
+    return cells
+
+
+def _cells(suite: str, dataset: str, task: str, method: type, overrides: dict[str, Any],
+           epsilons: list[float], delta: float, seeds: list[int], where: str) -> list[Cell]:
+    unknown_hp = sorted(set(overrides) - set(method.defaults))
+    if unknown_hp:
+        raise SuiteError(f"{where}: {method.name} has no hyperparameter(s) {unknown_hp}; "
+                         f"known: {sorted(method.defaults)}")
+    hparams = {**method.defaults, **overrides}
+    cells = []
+    for eps in epsilons:
+        try:
+            budget = Budget(eps, delta)
+        except ValueError as err:
+            raise SuiteError(f"{where}: {err}") from None
+        skip = method.skip_reason(task, budget)
+        cells += [Cell(suite, dataset, method.name, budget.epsilon, budget.delta, int(seed),
+                       hparams, skip) for seed in seeds]
     return cells
