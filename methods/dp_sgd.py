@@ -49,7 +49,7 @@ class DPSGD(Method):
         "epochs": 5.0,  # in expectation: steps = ceil(epochs N / batch_size)
         "batch_size": 256,  # expected Poisson batch size L; sampling rate L / N
         "clip_norm": 1.0,
-        "peak_lr": 0.05,  # peak of the warm-up/linear-decay schedule
+        "peak_lr": 0.1,  # peak of the warm-up/linear-decay schedule (chosen on MNIST)
         "warmup": 0.1,
         "momentum": 0.9,
         "pretrain": "",  # "cifar100": non-private pre-training on public CIFAR-100
