@@ -23,8 +23,8 @@ from methods.nn.training import WarmupSchedule
 
 
 class DPSGDStep:
-    """One DP-SGD step as a compiled function of the step number; all randomness comes
-    from one seeded generator, so equal seeds give equal runs."""
+    """One DP-SGD step, compiled once (``step()``); all randomness comes from one seeded
+    generator, so equal seeds give equal runs."""
 
     def __init__(self, model: tf.keras.Model, x: np.ndarray, labels: np.ndarray, *,
                  sampling_rate: float, noise_multiplier: float, clip_norm: float,
@@ -55,7 +55,8 @@ class DPSGDStep:
         return noisy, tf.reduce_sum(losses)
 
     def _step(self) -> tuple[tf.Tensor, tf.Tensor]:
-        """Returns the batch size and the summed (unclipped) loss, for progress only."""
+        """Returns the batch size and the summed (unclipped) loss: progress text for the
+        operator only, never part of the released model or record."""
         index = self.poisson_batch()
         grads, loss_sum = self.noisy_mean_gradient(index)
         self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables))
