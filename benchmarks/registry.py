@@ -16,9 +16,6 @@ _discovered = False
 class UnknownName(LookupError):
     """An unknown method, dataset or suite name; the message suggests the closest one."""
 
-    def __str__(self) -> str:
-        return str(self.args[0])
-
 
 def unknown(kind: str, name: str, known: list[str]) -> UnknownName:
     close = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
