@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 # TensorFlow's C++ start-up messages (CUDA probing on a CPU machine) are noise here.
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 DEFAULT_RESULTS = Path("results")
 
