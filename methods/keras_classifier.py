@@ -15,9 +15,10 @@ TRAINING_DEFAULTS: dict[str, Any] = {
 
 
 class KerasClassifier(Method):
-    """Shared by the Keras image methods: build, train, predict."""
+    """Shared by the Keras classifiers of images and of ratings (model "ncf"): build,
+    train, predict."""
 
-    tasks = ("image",)
+    tasks = ("image", "ratings")
     tiny_hparams: ClassVar[dict[str, Any]] = {"epochs": 1, "batch_size": 64}
 
     def _build(self, train: Split, num_classes: int):

@@ -55,3 +55,28 @@ def test_hyperparameters_override_the_per_epsilon_table():
     settings = method._settings()
     assert settings["mixup_alpha"] == 2.0 and settings["prior_temperature"] == 1.0
     assert settings["stage1_share"] == lp_mst.PER_EPSILON[1][2]
+
+
+def test_ratings_train_the_collaborative_filtering_model_and_report_rmse():
+    from benchmarks.contract import Dataset
+    from benchmarks.runner import evaluate
+    from methods.lp_mst import LP2ST
+
+    rng = np.random.default_rng(0)
+    pairs = np.stack([rng.integers(0, 50, 400), rng.integers(0, 80, 400)], 1)
+    ratings = (pairs.sum(1) % 5).astype(np.int64)  # a learnable rule of the ids
+    train, test = Split(pairs[:300], ratings[:300]), Split(pairs[300:], ratings[300:])
+    method = LP2ST(Budget(4.0), seed=0, model="ncf", epochs=2, batch_size=64,
+                   mixup_alpha=0.0, later_mixup_alpha=0.0).fit(train, 5)
+    proba = method.predict_proba(test.x)
+    metrics = evaluate(Dataset("ratings-demo", "ratings", 5, train, test, "x"), proba)
+    assert proba.shape == (100, 5) and 0 <= metrics["rmse"] <= 4
+
+
+def test_mixup_on_index_inputs_is_one_clear_error():
+    from methods.lp_mst import LP1ST
+
+    pairs = np.zeros((64, 2), dtype=np.int64)
+    with pytest.raises(ValueError, match="mixup blends inputs"):
+        LP1ST(Budget(1.0), seed=0, model="ncf", epochs=1).fit(
+            Split(pairs, np.zeros(64, dtype=np.int64)), 5)

@@ -125,8 +125,7 @@ def test_paper_dry_run_lists_cells_and_names_missing_datasets(tmp_path, capsys):
     assert main(["run", "--suite", "paper", "--dry-run", "--data", str(tmp_path),
                  "--results", str(tmp_path / "results")]) == 0
     out = capsys.readouterr().out
-    for name in ("cifar10", "cifar100", "kmnist"):
+    for name in ("cifar10", "cifar100", "kmnist", "movielens-1m"):
         assert f"missing dataset {name}:" in out
     assert "resnet18_v2" not in out  # hyperparameters stay in the records, not the listing
-    assert "skipped: lp-1st handles image data, not ratings" in out
     assert not (tmp_path / "results").exists()  # a dry run writes nothing

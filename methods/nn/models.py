@@ -97,10 +97,33 @@ def resnet18_v2(input_shape: tuple[int, ...], num_classes: int,
     return tf.keras.Model(inputs, layers.Dense(num_classes)(h), name="resnet18_v2")
 
 
+def ncf(input_shape: tuple[int, ...], num_classes: int, norm: str = "none",
+        users: int = 6040, items: int = 3952, width: int = 64) -> tf.keras.Model:
+    """Two-branch neural collaborative filtering (He et al. 2017) for ratings as classes:
+    a generalised matrix-factorisation branch (element-wise product of user and item
+    embeddings) beside an MLP branch on their concatenation. Inputs are (user, item)
+    index pairs; MovieLens-1M's ids go up to 6040 users and 3952 movies."""
+    if tuple(input_shape) != (2,):
+        raise ValueError(f"ncf takes (user, item) index pairs, got inputs of shape {input_shape}")
+    inputs = tf.keras.Input((2,), dtype="int64")
+    user, item = inputs[:, 0], inputs[:, 1]
+
+    def embed(ids: tf.Tensor, count: int) -> tf.Tensor:
+        return layers.Embedding(count, width)(ids)
+
+    gmf = layers.Multiply()([embed(user, users), embed(item, items)])
+    mlp = layers.Concatenate()([embed(user, users), embed(item, items)])
+    for units in (2 * width, width):
+        mlp = layers.Dense(units, activation="relu")(mlp)
+    h = layers.Concatenate()([gmf, mlp])
+    return tf.keras.Model(inputs, layers.Dense(num_classes)(h), name="ncf")
+
+
 BUILDERS: dict[str, Callable[..., tf.keras.Model]] = {
     "cnn": cnn,
     "inception": inception,
     "resnet18_v2": resnet18_v2,
+    "ncf": ncf,
 }
 
 

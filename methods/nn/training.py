@@ -110,6 +110,9 @@ def fit(model: tf.keras.Model, x: np.ndarray, labels: np.ndarray, num_classes: i
         progress: Callable[[str], None] = lambda message: None, label: str = "") -> None:
     """Train ``model`` (logits out) on integer labels with cross-entropy, SGD with
     momentum and decoupled weight decay, and a warm-up schedule."""
+    if mixup_alpha > 0 and not np.issubdtype(x.dtype, np.floating):
+        raise ValueError("mixup blends inputs and needs real-valued ones; set mixup_alpha "
+                         "(and later_mixup_alpha) to 0 for index inputs such as ratings")
     targets = tf.one_hot(labels, num_classes).numpy()
     steps_per_epoch = math.ceil(len(x) / batch_size)
     lr = WarmupSchedule(peak_lr, epochs * steps_per_epoch, warmup, schedule)
