@@ -96,8 +96,9 @@ def run_cell(cell: Cell, data: Dataset, progress: Callable[[str], None]) -> dict
         proba = method.predict_proba(data.test.x)
         spent = method.spent()
         record["metrics"] = {**evaluate(data, proba), **method.extra_metrics()}
-        record["privacy"].update(epsilon=encode_epsilon(spent.epsilon), delta=spent.delta,
-                                 details=spent.details)
+        record["privacy"] = {**method.notion.as_dict(),  # a setting may change the notion
+                             "epsilon": encode_epsilon(spent.epsilon), "delta": spent.delta,
+                             "details": spent.details}
         record["status"] = "ok"
     except Exception as err:  # one bad cell must not stop the suite
         message = " ".join(str(err).split()) or type(err).__name__

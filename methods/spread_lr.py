@@ -30,6 +30,14 @@ LOCAL_RR = PrivacyNotion(
     accountant="local randomised response: epsilon is the label-flip epsilon; "
                "per-pixel epsilon in details; no overall model epsilon",
 )
+# Gaussian input noise has no epsilon: only the label flip is epsilon-DP.
+LOCAL_RR_GAUSSIAN_INPUTS = PrivacyNotion(
+    protects="labels by local randomised response; pixels by Gaussian noise (no epsilon)",
+    neighbours="substitution",
+    kind="pure (labels only)",
+    accountant="local randomised response: epsilon is the label-flip epsilon; "
+               "no overall model epsilon",
+)
 
 PRIORS = ("flat", "learned", "true")
 # A pixel that never varies in the clean data has zero variance; the floor keeps the
@@ -256,6 +264,8 @@ class _CorruptedDataMethod(_LogisticRegressionFamily):
     def __init__(self, budget: Budget, seed: int = 0, **hparams: Any) -> None:
         super().__init__(budget, seed, **hparams)
         self.p_f = corruption.flip_probability(budget.epsilon)
+        if self.hparams["input_noise"] == "gaussian":
+            self.notion = LOCAL_RR_GAUSSIAN_INPUTS
 
     def corrupted_release(self, train: Split) -> tuple[np.ndarray, np.ndarray]:
         """The (x~, c~) every user releases, drawn once per seed: (N, D) inputs, (N,) labels."""
