@@ -101,22 +101,16 @@ def test_adult_unknown_category_is_a_data_error(tmp_path, monkeypatch):
         load("adult", tmp_path)
 
 
-def test_cifar10_reads_the_python_pickle_batches(tmp_path, monkeypatch, rng):
-    checksums, expected = archives.write_cifar10(
-        tmp_path / "cifar10" / "cifar-10-python.tar.gz", rng)
-    archives.expect(monkeypatch, "cifar10", checksums)
-    data = load("cifar10", tmp_path)
-    assert data.num_classes == 10
-    assert_images(data.train, expected["train_x"], expected["train_y"])
-    assert_images(data.test, expected["test_x"], expected["test_y"])
-
-
-def test_cifar100_uses_the_fine_labels(tmp_path, monkeypatch, rng):
-    checksums, expected = archives.write_cifar100(
-        tmp_path / "cifar100" / "cifar-100-python.tar.gz", rng)
-    archives.expect(monkeypatch, "cifar100", checksums)
-    data = load("cifar100", tmp_path)
-    assert data.num_classes == 100
+@pytest.mark.parametrize("name, archive, write, classes", [
+    ("cifar10", "cifar-10-python.tar.gz", archives.write_cifar10, 10),
+    ("cifar100", "cifar-100-python.tar.gz", archives.write_cifar100, 100),  # fine labels
+])
+def test_cifar_reads_the_python_pickle_batches(name, archive, write, classes, tmp_path,
+                                               monkeypatch, rng):
+    checksums, expected = write(tmp_path / name / archive, rng)
+    archives.expect(monkeypatch, name, checksums)
+    data = load(name, tmp_path)
+    assert data.num_classes == classes
     assert_images(data.train, expected["train_x"], expected["train_y"])
     assert_images(data.test, expected["test_x"], expected["test_y"])
 
