@@ -11,6 +11,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from benchmarks.errors import PrivboardError
+from benchmarks.metrics import METRICS as METRIC_SPECS
+from benchmarks.privacy import Kind, Neighbours, Protects
+
 PUBLISHED_CSV = Path(__file__).with_name("published.csv")
 CLAIMS_CSV = Path(__file__).with_name("claims.csv")
 DATASET_NOTES_CSV = Path(__file__).with_name("dataset_notes.csv")
@@ -23,9 +27,10 @@ METHODS = frozenset({
     "pate-plus", "pate-plus-plus", "pate-co-teaching", "confident-gnmax", "spread-lr",
     "lr-clean", "lr-noisy", "dp-erm-objective", "dp-erm-output", "non-private",
     "yu-et-al", "scatternet-cnn", "feldman-zrnic"})
-METRICS = frozenset({"accuracy_pct", "rmse"})
-NEIGHBOURS = frozenset({"substitution", "add/remove", "none"})
-KINDS = frozenset({"pure", "approximate", "none"})
+METRICS = frozenset(METRIC_SPECS)
+PROTECTS = frozenset(p.value for p in Protects)
+NEIGHBOURS = frozenset(n.value for n in Neighbours)
+KINDS = frozenset(k.value for k in Kind)
 
 PUBLISHED_COLUMNS = (
     "paper", "table", "column", "column_inferred", "dataset", "method", "variant",
@@ -36,7 +41,7 @@ CLAIMS_COLUMNS = (
     "statement")
 
 
-class BaselinesError(ValueError):
+class BaselinesError(PrivboardError):
     """A malformed baselines file; the message is one line naming the file and line."""
 
 
@@ -48,7 +53,7 @@ def load_published(path: Path = PUBLISHED_CSV) -> pd.DataFrame:
                   required=tuple(c for c in PUBLISHED_COLUMNS if c not in optional))
     where = _Where(path)
     for column, allowed in (("dataset", DATASETS), ("method", METHODS), ("metric", METRICS),
-                            ("neighbours", NEIGHBOURS), ("kind", KINDS),
+                            ("protects", PROTECTS), ("neighbours", NEIGHBOURS), ("kind", KINDS),
                             ("column_inferred", {"true", "false"})):
         _check_allowed(table, column, allowed, where)
     table["column_inferred"] = table["column_inferred"] == "true"
@@ -140,10 +145,10 @@ def _notion_problem(row: pd.Series) -> str | None:
     eps, delta = row["epsilon"], row["delta"]
     if not eps > 0:
         return f"epsilon must be > 0 (inf for non-private), got {eps}"
-    if math.isinf(eps) != (row["protects"] == "nothing"):
+    if math.isinf(eps) != (row["protects"] == Protects.NOTHING.value):
         return "epsilon inf goes with protects 'nothing', and only it"
-    if row["kind"] == "pure" and delta != 0:
+    if row["kind"] == Kind.PURE.value and delta != 0:
         return f"a pure notion needs delta 0, got {delta}"
-    if row["kind"] == "approximate" and delta == 0:
+    if row["kind"] == Kind.APPROXIMATE.value and delta == 0:
         return "an approximate notion needs delta > 0 (leave it empty if not stated)"
     return None

@@ -128,7 +128,7 @@ def print_lp1st_epoch(result: dict) -> None:
     print(f"training epochs on {result['dataset']}, same model, batch, schedule and mixup "
           f"(alpha {result['mixup_alpha']}), {result['epochs']} epochs each, best of "
           f"{result['repeats']} alternating runs")
-    print(f"                               steady s/epoch   whole fit s/epoch")
+    print("                               steady s/epoch   whole fit s/epoch")
     print(f"  non-private, true labels:    {steady['non-private']:10.2f} {whole['non-private']:18.2f}")
     print(f"  LP-1ST, epsilon {result['epsilon']:<5}:       {steady['lp-1st']:10.2f} {whole['lp-1st']:18.2f}")
     print(f"  ratio LP-1ST / non-private:  {result['ratio_steady']:10.3f} {result['ratio_whole']:18.3f}")

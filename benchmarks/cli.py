@@ -19,9 +19,12 @@ def _list(args: argparse.Namespace) -> int:
     from benchmarks.suites import load_suite, suite_names
 
     if args.what in ("methods", "all"):
+        from benchmarks.contract import Budget
+
         print("methods:")
         for name, cls in all_methods().items():
-            print(f"  {name:<20} {cls.notion.short}; {cls.paper}")
+            notion = cls.notion_for(Budget(1.0, 1e-5 if cls.needs_delta else 0.0), cls.defaults)
+            print(f"  {name:<20} {notion.short}; {cls.paper}")
     if args.what in ("datasets", "all"):
         print("datasets:")
         for name, spec in sorted(datasets.SPECS.items()):
@@ -72,8 +75,8 @@ def _status(args: argparse.Namespace) -> int:
     print(f"suite {suite.name}: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
     failed = {c.cell_id: c for c, s in states if s == "failed"}
     for record in read_records(args.results):
-        if record.get("status") == "failed" and record["cell_id"] in failed:
-            print(f"failed {failed[record['cell_id']].describe()}: {record['error']}")
+        if not record.ok and record.cell_id in failed:
+            print(f"failed {failed[record.cell_id].describe()}: {record.error}")
     if failed:
         print(f"retry with: privboard run --suite {suite.name} --retry-failed")
     return 0
@@ -82,9 +85,7 @@ def _status(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     import reports
 
-    index = reports.build(args.results, args.out, tolerance=args.tolerance)
-    print(f"leaderboard written to {index}")
-    return 0
+    return reports.run(args)
 
 
 def _data(args: argparse.Namespace) -> int:
@@ -100,10 +101,22 @@ def _data(args: argparse.Namespace) -> int:
     return 0
 
 
-def _privacy(args: argparse.Namespace) -> int:
-    from methods import dp_sgd_calibration
+def _privacy_dp_sgd(args: argparse.Namespace) -> int:
+    from benchmarks.privacy import dp_sgd
 
-    return dp_sgd_calibration.run(args)
+    return dp_sgd.run(args)
+
+
+def _privacy_pate(args: argparse.Namespace) -> int:
+    from benchmarks.privacy import pate
+
+    return pate.run(args)
+
+
+def _audit_mechanism(args: argparse.Namespace) -> int:
+    from benchmarks.audit import mechanisms
+
+    return mechanisms.run(args)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -140,12 +153,9 @@ def parser() -> argparse.ArgumentParser:
     status.set_defaults(func=_status)
 
     report = sub.add_parser("report", help="build the HTML leaderboard from run records")
-    with_results(report)
-    report.add_argument("--out", type=Path, default=Path("reports/site"),
-                        help="output folder (default: %(default)s)")
-    report.add_argument("--tolerance", type=float, default=1.0,
-                        help="mark differences to the paper beyond this many points "
-                             "(default: %(default)s)")
+    from reports import add_arguments as add_report_arguments
+
+    add_report_arguments(report)
     report.set_defaults(func=_report)
 
     data = sub.add_parser("data", help="install the offline datasets, or show their state")
@@ -156,21 +166,35 @@ def parser() -> argparse.ArgumentParser:
     privacy = sub.add_parser("privacy", help="privacy calibration tools")
     psub = privacy.add_subparsers(dest="mechanism", required=True, metavar="MECHANISM")
     dpsgd = psub.add_parser("dp-sgd", help="noise multiplier for a DP-SGD (epsilon, delta) target")
-    from methods.dp_sgd_calibration import add_arguments
+    from benchmarks.privacy.dp_sgd import add_arguments
 
     add_arguments(dpsgd)
-    dpsgd.set_defaults(func=_privacy)
+    dpsgd.set_defaults(func=_privacy_dp_sgd)
+    pate = psub.add_parser("pate", help="data-independent and data-dependent epsilon of "
+                                        "(Confident-)GNMax on your own teacher votes")
+    from benchmarks.privacy.pate import add_arguments as add_pate_arguments
+
+    add_pate_arguments(pate)
+    pate.set_defaults(func=_privacy_pate)
+
+    audit = sub.add_parser("audit", help="empirical lower bounds on epsilon")
+    asub = audit.add_subparsers(dest="what", required=True, metavar="WHAT")
+    mechanism = asub.add_parser("mechanism", help="audit one privacy mechanism alone on "
+                                                  "worst-case neighbouring inputs")
+    from benchmarks.audit.mechanisms import add_arguments as add_audit_arguments
+
+    add_audit_arguments(mechanism)
+    mechanism.set_defaults(func=_audit_mechanism)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    from benchmarks.datasets import DataError
-    from benchmarks.registry import UnknownName
+    from benchmarks.errors import PrivboardError
 
     try:
         return args.func(args)
-    except (UnknownName, ValueError, DataError) as err:
+    except PrivboardError as err:
         print(f"privboard: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -10,29 +10,9 @@ from typing import Any, Callable, ClassVar
 
 import numpy as np
 
-
-@dataclasses.dataclass(frozen=True)
-class PrivacyNotion:
-    """What a privacy number means. It travels with every record to the leaderboard."""
-
-    protects: str  # "labels" (label-DP), "inputs and labels" (full DP), "nothing"
-    neighbours: str  # "substitution" (one record/label changed) or "add/remove"
-    kind: str  # "pure" (delta = 0) or "approximate"
-    accountant: str  # how the epsilon was obtained
-
-    @property
-    def short(self) -> str:
-        if self.protects == "nothing":
-            return "non-private"
-        scope = "label-DP" if self.protects == "labels" else (
-            "full DP" if self.protects == "inputs and labels" else self.protects)
-        return f"{scope}, {self.neighbours} neighbours, {self.kind}"
-
-    def as_dict(self) -> dict[str, str]:
-        return {**dataclasses.asdict(self), "short": self.short}
-
-
-NON_PRIVATE = PrivacyNotion("nothing", "none", "none", "none")
+from benchmarks.context import RunContext
+from benchmarks.errors import InputError
+from benchmarks.privacy import NON_PRIVATE, PrivacyNotion, Total
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,12 +23,15 @@ class Budget:
     delta: float = 0.0
 
     def __post_init__(self) -> None:
-        eps = float(self.epsilon)
+        try:
+            eps, delta = float(self.epsilon), float(self.delta)
+        except (TypeError, ValueError):
+            raise InputError(f"epsilon and delta must be numbers, got {self.epsilon!r}, "
+                             f"{self.delta!r}") from None
         if math.isnan(eps) or eps <= 0:
-            raise ValueError(f"epsilon must be > 0 (inf allowed), got {self.epsilon!r}")
-        delta = float(self.delta)
+            raise InputError(f"epsilon must be > 0 (inf allowed), got {self.epsilon!r}")
         if math.isnan(delta) or not 0 <= delta < 1:
-            raise ValueError(f"delta must be in [0, 1), got {self.delta!r}")
+            raise InputError(f"delta must be in [0, 1), got {self.delta!r}")
         object.__setattr__(self, "epsilon", eps)
         object.__setattr__(self, "delta", delta)
 
@@ -56,14 +39,10 @@ class Budget:
     def private(self) -> bool:
         return math.isfinite(self.epsilon)
 
-
-@dataclasses.dataclass
-class Spent:
-    """What a fitted method actually spent, with method-specific accounting details."""
-
-    epsilon: float
-    delta: float = 0.0
-    details: dict[str, Any] = dataclasses.field(default_factory=dict)
+    def covers(self, total: Total) -> bool:
+        """Whether a ledger's total stays within this budget. The relative slack is for
+        float rounding only (p = 1/(1+e^eps) maps back to eps + 1e-16)."""
+        return total.epsilon <= self.epsilon * (1 + 1e-12) and total.delta <= self.delta
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,13 +70,16 @@ _REGISTRY: dict[str, type["Method"]] = {}
 class Method:
     """Base class of every method. A concrete subclass with a ``name`` registers itself.
 
-    Subclasses set the class attributes below and implement fit, predict_proba and
-    spent. Heavy imports (TensorFlow) belong inside those methods, not at module top.
+    Subclasses set the class attributes below and implement fit and predict_proba.
+    Every privacy mechanism a fit calls is charged to ``self.ctx.ledger``; the run's
+    epsilon is what the ledger composes (``spent``), never a number the method states.
+    Randomness comes from ``self.ctx.rng(purpose)`` / ``self.ctx.seed_for(purpose)``.
+    Heavy imports (TensorFlow) belong inside the methods, not at module top.
     """
 
     name: ClassVar[str]
     paper: ClassVar[str]
-    notion: ClassVar[PrivacyNotion]
+    notion: ClassVar[PrivacyNotion]  # at a finite budget with the default settings
     version: ClassVar[int] = 1
     tasks: ClassVar[tuple[str, ...]] = ("image",)
     needs_delta: ClassVar[bool] = False
@@ -118,22 +100,38 @@ class Method:
                 raise TypeError(f"method {cls.name!r} must define {attr!r}")
         _REGISTRY[cls.name] = cls
 
-    def __init__(self, budget: Budget, seed: int = 0, **hparams: Any) -> None:
+    def __init__(self, budget: Budget, seed: int = 0, *, context: RunContext | None = None,
+                 **hparams: Any) -> None:
         unknown = sorted(set(hparams) - set(self.defaults))
         if unknown:
-            raise ValueError(f"{self.name}: unknown hyperparameter(s) {unknown}; "
+            raise InputError(f"{self.name}: unknown hyperparameter(s) {unknown}; "
                              f"known: {sorted(self.defaults)}")
         self.budget = budget
-        self.seed = int(seed)
+        self.ctx = context if context is not None else RunContext(seed=int(seed))
         self.hparams = {**self.defaults, **hparams}
-        self.progress: Callable[[str], None] = lambda message: None
+
+    @property
+    def seed(self) -> int:
+        return self.ctx.seed
+
+    @property
+    def progress(self) -> Callable[[str], None]:
+        return self.ctx.progress
 
     @classmethod
-    def skip_reason(cls, task: str, budget: Budget) -> str | None:
+    def notion_for(cls, budget: Budget, hparams: dict[str, Any]) -> PrivacyNotion:
+        """The notion of this method's number at a budget and settings. ``list``, the
+        skip check, every record (failed ones too) and the site all take it from here."""
+        return cls.notion if budget.private else NON_PRIVATE
+
+    @classmethod
+    def skip_reason(cls, task: str, budget: Budget,
+                    hparams: dict[str, Any] | None = None) -> str | None:
         """Why this method cannot run a setting, or None if it can."""
+        hparams = {**cls.defaults, **(hparams or {})}
         if task not in cls.tasks:
             return f"{cls.name} handles {', '.join(cls.tasks)} data, not {task}"
-        if cls.notion == NON_PRIVATE and budget.private:
+        if not cls.notion_for(budget, hparams).private and budget.private:
             return f"{cls.name} is non-private and runs only at epsilon = inf"
         if cls.needs_delta and budget.private and budget.delta == 0:
             return f"{cls.name} gives (epsilon, delta)-DP and needs delta > 0"
@@ -146,13 +144,22 @@ class Method:
         """Class probabilities, shape (N, num_classes)."""
         raise NotImplementedError
 
-    def spent(self) -> Spent:
-        raise NotImplementedError
+    def spent(self) -> Total:
+        """What the ledger's charges compose to under this run's notion."""
+        return self.ctx.ledger.total(self.notion_for(self.budget, self.hparams),
+                                     self.budget.delta)
+
+    def privacy_details(self) -> dict[str, Any]:
+        """Public accounting details beyond the ledger (calibrated noise, stage settings).
+        Nothing computed from private data unless a charge on the ledger covers it."""
+        return {}
 
     def variant(self) -> str:
-        """Text that tells apart settings shown as separate leaderboard rows."""
+        """A display label that tells apart settings shown as separate leaderboard rows.
+        Rows are grouped by configuration identity, never by this text."""
         return ""
 
     def extra_metrics(self) -> dict[str, Any]:
-        """Method-specific figures for the record (e.g. solver tolerance reached)."""
+        """Public figures for the record: metrics on public test data, or functions of
+        the released outputs. Statistics of private data go to ``ctx.diagnose``."""
         return {}

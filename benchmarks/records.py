@@ -1,38 +1,37 @@
-"""The result store: one JSON file per finished cell, written atomically and last.
+"""The run record, written down once: the typed record the runner writes and that
+``status``, the report and the exports read. One JSON file per finished cell, written
+atomically and last.
 
-A record is the source of truth for every table, page and plot. Schema (version 1):
+Identity: ``config_id`` is a hash of everything that changes a result except the seed
+(method and its version, dataset and its fingerprint, epsilon, delta, hyperparameters);
+``cell_id`` is that plus the seed. Seeds are grouped by ``config_id``.
 
-    schema           1
-    cell_id          hash of what changes the result (see benchmarks.suites.cell_id)
-    suite            the suite that produced it
-    status           "ok" or "failed"
-    method, method_version, dataset, dataset_fingerprint, seed
-    variant          short text from the method that tells apart settings shown as
-                     separate leaderboard rows (e.g. "huber h=0.5"), often ""
-    epsilon          float, or the string "inf" (JSON has no infinity)
-    delta            float
-    hparams          the full hyperparameters used
-    metrics          {"accuracy_pct": ...} (test accuracy in %), method extras
-    privacy          {"epsilon", "delta", "protects", "neighbours", "kind",
-                      "accountant", "short", "details": {...}}
-    wall_time_s, started_at, finished_at
-    provenance       {"git_commit", "git_dirty", "packages", "python", "device"}
-    error            (failed records only) one line
+What is published and what is not: ``metrics`` (public test data), ``privacy`` (the
+notion, the ledger's total and entries, public accounting details) and the provenance
+are published. ``diagnostics`` holds statistics computed from private training data
+(solver traces, noise norms, private tuning counts, tracebacks); no epsilon covers them,
+so they are kept for debugging and never rendered, exported or copied to a site.
 """
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import math
 from pathlib import Path
 from typing import Any, Iterator
 
 from benchmarks.atomic import atomic_write
+from benchmarks.errors import PrivboardError
+from benchmarks.metrics import METRICS
+from benchmarks.privacy import PrivacyNotion
 
-SCHEMA = 1
+SCHEMA = 2
+STATUSES = ("ok", "failed")
 
 
-class RecordError(ValueError):
-    """A file in a results folder that is not a whole record."""
+class RecordError(PrivboardError):
+    """A file in a results folder that is not a whole record of this schema."""
 
 
 def encode_epsilon(eps: float) -> float | str:
@@ -43,45 +42,184 @@ def decode_epsilon(value: float | str) -> float:
     return math.inf if value == "inf" else float(value)
 
 
+def _hash(identity: Any) -> str:
+    blob = json.dumps(identity, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:20]
+
+
+def config_identity(method: str, method_version: int, dataset: str, dataset_fingerprint: str,
+                    epsilon: float, delta: float, hparams: dict[str, Any]) -> str:
+    """A hash of what changes a result except the seed, never of paths or hosts."""
+    return _hash({"method": method, "method_version": method_version, "dataset": dataset,
+                  "dataset_fingerprint": dataset_fingerprint,
+                  "epsilon": encode_epsilon(epsilon), "delta": float(delta),
+                  "hparams": hparams})
+
+
+def cell_identity(config_id: str, seed: int) -> str:
+    return _hash({"config_id": config_id, "seed": int(seed)})
+
+
+@dataclasses.dataclass
+class Privacy:
+    """The privacy a record's number carries: its notion, what the ledger composed to,
+    the ledger's entries, and public accounting details."""
+
+    notion: PrivacyNotion
+    epsilon: float | None = None  # None for a run that failed before the ledger closed
+    delta: float | None = None
+    composition: str = ""
+    ledger: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    details: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        spent = {} if self.epsilon is None else {
+            "epsilon": encode_epsilon(self.epsilon), "delta": self.delta}
+        return {**self.notion.as_dict(), **spent, "composition": self.composition,
+                "ledger": self.ledger, "details": self.details}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Privacy":
+        epsilon = data.get("epsilon")
+        return cls(PrivacyNotion.from_dict(data),
+                   None if epsilon is None else decode_epsilon(epsilon),
+                   None if epsilon is None else float(data.get("delta", 0.0)),
+                   str(data.get("composition", "")), list(data.get("ledger", [])),
+                   dict(data.get("details", {})))
+
+
+@dataclasses.dataclass
+class RunRecord:
+    cell_id: str
+    config_id: str
+    suite: str
+    status: str
+    method: str
+    method_version: int
+    dataset: str
+    dataset_fingerprint: str
+    seed: int
+    epsilon: float  # the cell's budget
+    delta: float
+    hparams: dict[str, Any]
+    privacy: Privacy
+    variant: str = ""  # a display label only
+    metrics: dict[str, float] = dataclasses.field(default_factory=dict)
+    datasets_used: dict[str, str] = dataclasses.field(default_factory=dict)
+    wall_time_s: float = 0.0
+    started_at: str = ""
+    finished_at: str = ""
+    provenance: dict[str, Any] = dataclasses.field(default_factory=dict)
+    error: str = ""  # failed records: one line
+    diagnostics: dict[str, Any] = dataclasses.field(default_factory=dict)  # PRIVATE
+    path: Path | None = None  # where it was read from; not stored
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def public_dict(self) -> dict[str, Any]:
+        """The record as published: everything but the private diagnostics."""
+        return {
+            "schema": SCHEMA, "cell_id": self.cell_id, "config_id": self.config_id,
+            "suite": self.suite, "status": self.status, "method": self.method,
+            "method_version": self.method_version, "dataset": self.dataset,
+            "dataset_fingerprint": self.dataset_fingerprint, "seed": self.seed,
+            "epsilon": encode_epsilon(self.epsilon), "delta": self.delta,
+            "hparams": self.hparams, "variant": self.variant,
+            "privacy": self.privacy.as_dict(), "metrics": self.metrics,
+            "datasets_used": self.datasets_used, "wall_time_s": self.wall_time_s,
+            "started_at": self.started_at, "finished_at": self.finished_at,
+            "provenance": self.provenance, **({"error": self.error} if self.error else {}),
+        }
+
+    def stored_dict(self) -> dict[str, Any]:
+        return {**self.public_dict(), "diagnostics": self.diagnostics}
+
+    @classmethod
+    def from_dict(cls, data: Any, path: Path | None = None) -> "RunRecord":
+        """A record from its JSON object; RecordError (one line) if it is not one."""
+        where = f"record {path}" if path else "record"
+        if not isinstance(data, dict):
+            raise RecordError(f"{where} is not a JSON object")
+        if data.get("schema") != SCHEMA:
+            raise RecordError(f"{where}: schema {data.get('schema')!r}, expected {SCHEMA}")
+        required = ("cell_id", "config_id", "suite", "status", "method", "dataset", "seed",
+                    "epsilon", "delta", "privacy")
+        missing = [name for name in required if name not in data]
+        if missing:
+            raise RecordError(f"{where}: missing {', '.join(missing)}")
+        if data["status"] not in STATUSES:
+            raise RecordError(f"{where}: status {data['status']!r} is neither 'ok' nor 'failed'")
+        try:
+            epsilon, delta = decode_epsilon(data["epsilon"]), float(data["delta"])
+            privacy = Privacy.from_dict(data["privacy"])
+        except (TypeError, ValueError, AttributeError) as error:
+            raise RecordError(f"{where}: {error}") from None
+        if math.isnan(epsilon) or epsilon <= 0 or not 0 <= delta < 1:
+            raise RecordError(f"{where}: epsilon {epsilon} must be > 0 and delta {delta} in [0, 1)")
+        metrics = data.get("metrics") or {}
+        if data["status"] == "ok":
+            if privacy.epsilon is None:
+                raise RecordError(f"{where}: an ok record needs privacy.epsilon")
+            for name, value in metrics.items():
+                if isinstance(value, bool) or not isinstance(value, (int, float)):
+                    raise RecordError(f"{where}: metrics.{name} is {value!r}, not a number")
+            if not any(name in METRICS for name in metrics):
+                raise RecordError(f"{where}: an ok record needs one of the metrics "
+                                  f"{sorted(METRICS)}")
+        return cls(
+            cell_id=str(data["cell_id"]), config_id=str(data["config_id"]),
+            suite=str(data["suite"]), status=data["status"], method=str(data["method"]),
+            method_version=int(data.get("method_version", 1)), dataset=str(data["dataset"]),
+            dataset_fingerprint=str(data.get("dataset_fingerprint", "")),
+            seed=int(data["seed"]), epsilon=epsilon, delta=delta,
+            hparams=dict(data.get("hparams") or {}), privacy=privacy,
+            variant=str(data.get("variant", "")), metrics=dict(metrics),
+            datasets_used=dict(data.get("datasets_used") or {}),
+            wall_time_s=float(data.get("wall_time_s", 0.0)),
+            started_at=str(data.get("started_at", "")),
+            finished_at=str(data.get("finished_at", "")),
+            provenance=dict(data.get("provenance") or {}), error=str(data.get("error", "")),
+            diagnostics=dict(data.get("diagnostics") or {}), path=path)
+
+
 def record_path(results: Path, cell_id: str, status: str) -> Path:
     suffix = ".json" if status == "ok" else ".failed.json"
     return results / f"{cell_id}{suffix}"
 
 
-def write_record(results: Path, record: dict[str, Any]) -> Path:
+def write_record(results: Path, record: RunRecord) -> Path:
     """Write atomically, so a kill at any moment leaves either no record or a whole one.
     A successful record replaces an earlier failure of the same cell."""
-    path = record_path(results, record["cell_id"], record["status"])
+    path = record_path(results, record.cell_id, record.status)
     with atomic_write(path) as f:
-        json.dump(record, f, indent=1, sort_keys=True, allow_nan=False)
-    if record["status"] == "ok":
-        record_path(results, record["cell_id"], "failed").unlink(missing_ok=True)
+        json.dump(record.stored_dict(), f, indent=1, sort_keys=True, allow_nan=False)
+    if record.ok:
+        record_path(results, record.cell_id, "failed").unlink(missing_ok=True)
     return path
 
 
-def read_records(results: Path) -> Iterator[dict[str, Any]]:
-    """Every whole record under ``results`` (temp files of interrupted writes are ignored)."""
-    if not results.is_dir():
-        return
-    for path in sorted(results.glob("*.json")):
-        if path.name.startswith(".tmp-"):
-            continue
+def _record_files(results: Path) -> Iterator[Path]:
+    if results.is_dir():
+        # Temp files of interrupted writes start with ".tmp-" and are never records.
+        yield from (p for p in sorted(results.glob("*.json")) if not p.name.startswith("."))
+
+
+def read_records(results: Path) -> Iterator[RunRecord]:
+    """Every record under ``results``; RecordError names the first file that is not one."""
+    for path in _record_files(results):
         try:
-            record = json.loads(path.read_text())
+            data = json.loads(path.read_text())
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
             raise RecordError(f"record {path} is not a JSON object ({err})") from None
-        if not isinstance(record, dict):
-            raise RecordError(f"record {path} is not a JSON object")
-        record["_path"] = str(path)
-        yield record
+        yield RunRecord.from_dict(data, path)
 
 
 def done_cells(results: Path) -> dict[str, str]:
     """cell_id -> status of every recorded cell; "ok" wins over "failed"."""
     status: dict[str, str] = {}
-    for path in results.glob("*.json") if results.is_dir() else ():
-        if path.name.startswith(".tmp-"):
-            continue
+    for path in _record_files(results):
         cell, _, rest = path.name.partition(".")
         if rest == "json" or cell not in status:
             status[cell] = "ok" if rest == "json" else "failed"

@@ -8,12 +8,13 @@ import pkgutil
 from importlib.metadata import entry_points
 
 from benchmarks.contract import _REGISTRY, Method
+from benchmarks.errors import PrivboardError
 
 ENTRY_POINT_GROUP = "privboard.methods"
 _discovered = False
 
 
-class UnknownName(LookupError):
+class UnknownName(PrivboardError, LookupError):
     """An unknown method, dataset or suite name; the message suggests the closest one."""
 
 

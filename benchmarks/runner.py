@@ -7,7 +7,6 @@ cell in progress and never leaves half a record.
 from __future__ import annotations
 
 import datetime as dt
-import math
 import subprocess
 import sys
 import time
@@ -16,12 +15,13 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
 from tqdm import tqdm
 
 from benchmarks import datasets
+from benchmarks.context import RunContext
 from benchmarks.contract import Dataset
-from benchmarks.records import SCHEMA, done_cells, encode_epsilon, write_record
+from benchmarks.metrics import evaluate
+from benchmarks.records import Privacy, RunRecord, done_cells, write_record
 from benchmarks.registry import get_method
 from benchmarks.suites import Cell, Suite
 
@@ -65,61 +65,62 @@ def run(suite: Suite, results: Path, data_dir: Path, retry_failed: bool = False,
     with tqdm(todo, unit="cell", file=sys.stderr, dynamic_ncols=True) as bar:
         for cell in bar:
             bar.set_description(cell.describe())
-            if cell.dataset not in loaded:
+            if cell.dataset not in loaded:  # one dataset in memory at a time
                 loaded = {cell.dataset: datasets.load(cell.dataset, data_dir)}
-            record = run_cell(cell, loaded[cell.dataset], lambda m: bar.set_postfix_str(m))
+            context = RunContext(seed=cell.seed, data_dir=data_dir,
+                                 progress=lambda m: bar.set_postfix_str(m))
+            record = run_cell(cell, loaded[cell.dataset], context)
             write_record(results, record)
-            if record["status"] != "ok":
+            if not record.ok:
                 failures += 1
-                bar.write(f"FAILED {cell.describe()}: {record['error']}")
+                bar.write(f"FAILED {cell.describe()}: {record.error}")
     return failures
 
 
-def run_cell(cell: Cell, data: Dataset, progress: Callable[[str], None]) -> dict[str, Any]:
+def run_cell(cell: Cell, data: Dataset, context: RunContext) -> RunRecord:
     """Train and evaluate one cell. Errors become a failed record; an interrupt
     (Ctrl-C) propagates and writes nothing."""
-    record: dict[str, Any] = {
-        "schema": SCHEMA, "cell_id": cell.cell_id, "suite": cell.suite,
-        "method": cell.method, "method_version": get_method(cell.method).version,
-        "dataset": cell.dataset, "dataset_fingerprint": data.fingerprint,
-        "epsilon": encode_epsilon(cell.epsilon), "delta": cell.delta, "seed": cell.seed,
-        "hparams": cell.hparams, "started_at": _now(),
-    }
-    start = time.perf_counter()
     method_cls = get_method(cell.method)
-    record["privacy"] = method_cls.notion.as_dict()  # kept for failed cells too
+    context.datasets_used[data.name] = data.fingerprint
+    record = RunRecord(
+        cell_id=cell.cell_id, config_id=cell.config_id, suite=cell.suite, status="failed",
+        method=cell.method, method_version=method_cls.version, dataset=cell.dataset,
+        dataset_fingerprint=data.fingerprint, seed=cell.seed, epsilon=cell.epsilon,
+        delta=cell.delta, hparams=cell.hparams,
+        privacy=Privacy(method_cls.notion_for(cell.budget, cell.hparams)),
+        datasets_used=context.datasets_used, diagnostics=context.diagnostics,
+        started_at=_now())
+    start = time.perf_counter()
     try:
-        method = method_cls(cell.budget, seed=cell.seed, **cell.hparams)
-        record["variant"] = method.variant()
-        method.progress = progress
+        method = method_cls(cell.budget, context=context, **cell.hparams)
+        record.variant = method.variant()
         method.fit(data.train, data.num_classes)
         proba = method.predict_proba(data.test.x)
-        spent = method.spent()
-        record["metrics"] = {**evaluate(data, proba), **method.extra_metrics()}
-        record["privacy"] = {**method.notion.as_dict(),  # a setting may change the notion
-                             "epsilon": encode_epsilon(spent.epsilon), "delta": spent.delta,
-                             "details": spent.details}
-        record["status"] = "ok"
+        record.metrics = {**evaluate(data.task, data.num_classes, data.test.y, proba),
+                          **method.extra_metrics()}
+        record.privacy = spent_privacy(method, cell)
+        record.status = "ok"
     except Exception as err:  # one bad cell must not stop the suite
         message = " ".join(str(err).split()) or type(err).__name__
-        record.update(status="failed", error=f"{type(err).__name__}: {message}",
-                      traceback=traceback.format_exc())
-    record.update(wall_time_s=round(time.perf_counter() - start, 3),
-                  finished_at=_now(), provenance=provenance())
+        record.error = f"{type(err).__name__}: {message}"
+        context.diagnose(traceback=traceback.format_exc())
+    record.wall_time_s = round(time.perf_counter() - start, 3)
+    record.finished_at = _now()
+    record.provenance = provenance()
     return record
 
 
-def evaluate(data: Dataset, proba: np.ndarray) -> dict[str, float]:
-    """Test metrics from class probabilities: accuracy, and for ratings the RMSE of
-    the expected rating under the predicted distribution."""
-    expected = (len(data.test), data.num_classes)
-    if proba.shape != expected:
-        raise ValueError(f"predict_proba returned shape {proba.shape}, expected {expected}")
-    metrics = {"accuracy_pct": 100.0 * float(np.mean(proba.argmax(1) == data.test.y))}
-    if data.task == "ratings":
-        levels = np.arange(data.num_classes)
-        metrics["rmse"] = math.sqrt(float(np.mean((proba @ levels - data.test.y) ** 2)))
-    return metrics
+def spent_privacy(method, cell: Cell) -> Privacy:
+    """The record's privacy: the ledger's total, which must stay within the budget."""
+    notion = method.notion_for(cell.budget, method.hparams)
+    total = method.spent()
+    if not cell.budget.covers(total):
+        raise RuntimeError(f"the ledger's total (epsilon {total.epsilon:.6g}, delta "
+                           f"{total.delta:g}) exceeds the budget (epsilon {cell.epsilon:g}, "
+                           f"delta {cell.delta:g})")
+    details = {**method.privacy_details(), **total.details}
+    return Privacy(notion, total.epsilon, total.delta, total.composition,
+                   method.ctx.ledger.entries(cell.delta), details)
 
 
 def provenance() -> dict[str, Any]:

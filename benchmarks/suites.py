@@ -17,8 +17,6 @@ Everything is validated when the suite is loaded, before anything runs.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import math
 import tomllib
 from pathlib import Path
@@ -26,14 +24,15 @@ from typing import Any
 
 from benchmarks import datasets
 from benchmarks.contract import Budget
-from benchmarks.records import encode_epsilon
+from benchmarks.errors import PrivboardError
+from benchmarks.records import cell_identity, config_identity
 from benchmarks.registry import get_method, unknown
 
 SUITES_DIR = Path(__file__).parent / "suites"
 BLOCK_KEYS = {"datasets", "methods", "epsilons", "delta", "seeds", "hparams"}
 
 
-class SuiteError(ValueError):
+class SuiteError(PrivboardError):
     """A suite file that cannot be used as written."""
 
 
@@ -53,18 +52,15 @@ class Cell:
         return Budget(self.epsilon, self.delta)
 
     @property
+    def config_id(self) -> str:
+        """What changes the result except the seed (benchmarks.records)."""
+        return config_identity(self.method, get_method(self.method).version, self.dataset,
+                               datasets.get_spec(self.dataset).fingerprint, self.epsilon,
+                               self.delta, self.hparams)
+
+    @property
     def cell_id(self) -> str:
-        """A hash of what changes the result, never of paths or hosts."""
-        method = get_method(self.method)
-        identity = {
-            "method": self.method, "method_version": method.version,
-            "dataset": self.dataset,
-            "dataset_fingerprint": datasets.get_spec(self.dataset).fingerprint,
-            "epsilon": encode_epsilon(self.epsilon), "delta": self.delta,
-            "hparams": self.hparams, "seed": self.seed,
-        }
-        blob = json.dumps(identity, sort_keys=True, default=str).encode()
-        return hashlib.sha256(blob).hexdigest()[:20]
+        return cell_identity(self.config_id, self.seed)
 
     def describe(self) -> str:
         eps = "inf" if math.isinf(self.epsilon) else f"{self.epsilon:g}"
@@ -135,7 +131,18 @@ def _cells(suite: str, dataset: str, task: str, method: type, overrides: dict[st
             budget = Budget(eps, delta)
         except ValueError as err:
             raise SuiteError(f"{where}: {err}") from None
-        skip = method.skip_reason(task, budget)
+        skip = method.skip_reason(task, budget, hparams)
+        if skip is None:
+            _check_settings(method, budget, overrides, where)
         cells += [Cell(suite, dataset, method.name, budget.epsilon, budget.delta, int(seed),
                        hparams, skip) for seed in seeds]
     return cells
+
+
+def _check_settings(method: type, budget: Budget, overrides: dict[str, Any], where: str) -> None:
+    """Constructing a method validates its settings without training: a typo stops the
+    suite with one line before any cell runs, instead of failing every cell."""
+    try:
+        method(budget, seed=0, **overrides)
+    except ValueError as err:
+        raise SuiteError(f"{where}: {method.name}: {err}") from None

@@ -18,8 +18,10 @@ from typing import Any, ClassVar
 import numpy as np
 from scipy.special import expit
 
-from benchmarks.contract import NON_PRIVATE, Budget, Method, PrivacyNotion, Spent, Split
-from benchmarks.records import encode_epsilon
+from benchmarks.contract import Budget, Method, Split
+from benchmarks.errors import InputError
+from benchmarks.privacy import (Accountant, Kind, Neighbours, PrivacyNotion, Protects,
+                                PureEpsilon, Unprotected, records)
 from methods.erm_noise import sample_norm_exponential_noise
 from methods.erm_solver import ErmSolution, MarginLoss, minimise_erm
 from methods.random_features import RandomFourierFeatures, check_rbf_params, draw_rbf_features
@@ -74,10 +76,10 @@ def exponential_mechanism_probabilities(mistakes: np.ndarray, epsilon: float) ->
 
 @dataclasses.dataclass(frozen=True)
 class _Fit:
-    """One trained linear model on one part of the data, with its accounting."""
+    """One trained linear model on one part of the data, with its public calibration."""
 
     weights: np.ndarray
-    details: dict[str, Any]
+    details: dict[str, Any]  # public: Lambda, n and the noise calibration
     solution: ErmSolution  # the minimiser the weights come from
     strong_convexity: float  # of the minimised objective: Lambda (+ Delta)
     noise: np.ndarray | None = None  # b; None when epsilon = inf
@@ -101,9 +103,8 @@ class DpErm(Method):
 
     paper = ("Chaudhuri, Monteleoni, Sarwate. Differentially private empirical risk "
              "minimization. JMLR 12, 2011")
-    notion = PrivacyNotion(
-        protects="inputs and labels", neighbours="substitution", kind="pure",
-        accountant="DP-ERM theorems (Chaudhuri et al. 2011), output/objective perturbation")
+    notion = PrivacyNotion(Protects.RECORDS, Neighbours.SUBSTITUTION, Kind.PURE,
+                           Accountant.PURE_COMPOSITION)
     tasks = ("tabular",)
     binary_only: ClassVar[bool] = True  # the contract tests then fit on two classes
     defaults: ClassVar[dict[str, Any]] = {
@@ -128,26 +129,30 @@ class DpErm(Method):
         self.lambdas = [_positive("regularization", hp["regularization"])]
         if hp["tune_lambdas"]:
             if isinstance(hp["tune_lambdas"], (str, bytes)) or not hasattr(hp["tune_lambdas"], "__len__"):
-                raise ValueError(f"tune_lambdas must be a list of numbers, got {hp['tune_lambdas']!r}")
+                raise InputError(f"tune_lambdas must be a list of numbers, got {hp['tune_lambdas']!r}")
             self.lambdas = [_positive("tune_lambdas entry", v) for v in hp["tune_lambdas"]]
         if hp["kernel"] not in KERNELS:
-            raise ValueError(f"kernel must be one of {KERNELS}, got {hp['kernel']!r}")
+            raise InputError(f"kernel must be one of {KERNELS}, got {hp['kernel']!r}")
         if hp["train_size"] is not None and not _is_positive_int(hp["train_size"]):
-            raise ValueError(f"train_size must be a positive integer or None, got {hp['train_size']!r}")
+            raise InputError(f"train_size must be a positive integer or None, got {hp['train_size']!r}")
         _positive("gradient_tolerance", hp["gradient_tolerance"])
         if hp["kernel"] == "rbf":
             check_rbf_params(hp["rff_dim"], hp["rff_gamma"])
-        if not budget.private:
-            self.notion = NON_PRIVATE  # epsilon = inf: the non-private optimum, the reference
         self._result: _Trained | None = None
         self._features: RandomFourierFeatures | None = None
 
     def _train(self, features: np.ndarray, signs: np.ndarray, regularization: float,
-               rng: np.random.Generator) -> _Fit:
-        """One model with Lambda = ``regularization``; epsilon = inf gives the exact,
-        noiseless minimiser of J, the same for both perturbations."""
+               rng: np.random.Generator, rows: np.ndarray) -> _Fit:
+        """One model with Lambda = ``regularization`` on the training rows ``rows``,
+        charged to the ledger; epsilon = inf gives the exact, noiseless minimiser of J,
+        the same for both perturbations."""
+        touched = records(rows, f"Lambda={regularization:g}")
         if self.budget.private:
+            self.ctx.ledger.charge(f"{self.perturbation} perturbation", touched,
+                                   PureEpsilon(self.budget.epsilon))
             return self._train_private(features, signs, regularization, rng)
+        self.ctx.ledger.charge("exact minimiser (no noise)", touched,
+                               Unprotected("the non-private optimum, the reference"))
         solution = self._minimise(features, signs, regularization)
         details = {"Lambda": regularization, "n": len(features)}
         return _Fit(solution.weights, details, solution, regularization)
@@ -163,61 +168,56 @@ class DpErm(Method):
 
     def fit(self, train: Split, num_classes: int) -> "DpErm":
         x, signs = _checked_data(train, num_classes, self.name)
-        subsample_seq, features_seq, partition_seq, noise_seq, selection_seq = (
-            np.random.SeedSequence(self.seed).spawn(5))
+        rows = np.arange(len(x))  # the training rows used, as indices into ``train``
         if self.hparams["train_size"] is not None:
             size = self.hparams["train_size"]
             if size > len(x):
-                raise ValueError(f"train_size {size} exceeds the {len(x)} training rows")
-            keep = np.sort(np.random.default_rng(subsample_seq).permutation(len(x))[:size])
-            x, signs = x[keep], signs[keep]
+                raise InputError(f"train_size {size} exceeds the {len(x)} training rows")
+            rows = np.sort(self.ctx.rng("subsample").permutation(len(x))[:size])
+            x, signs = x[rows], signs[rows]
         rff = None
         if self.hparams["kernel"] == "rbf":
             rff = draw_rbf_features(x.shape[1], self.hparams["rff_dim"], self.hparams["rff_gamma"],
-                                    np.random.default_rng(features_seq))
+                                    self.ctx.rng("random features"))
         features = _within_unit_ball(rff.transform(x) if rff else x)
-        noise_rngs = [np.random.default_rng(s) for s in noise_seq.spawn(len(self.lambdas))]
+        noise_rngs = [self.ctx.rng(f"noise {i}") for i in range(len(self.lambdas))]
         if not self.hparams["tune_lambdas"]:
             self.progress(f"{self.name}: n={len(features)}, d={features.shape[1]}")
-            fit = self._train(features, signs, self.lambdas[0], noise_rngs[0])
+            fit = self._train(features, signs, self.lambdas[0], noise_rngs[0], rows)
             result = _Trained(fit, [fit])
         else:
-            result = self._tune(features, signs, noise_rngs, np.random.default_rng(partition_seq),
-                                np.random.default_rng(selection_seq))
+            result = self._tune(features, signs, rows, noise_rngs)
         # Assigned together and last, so a failed fit leaves no half-updated model.
         self._result, self._features, self.weights = result, rff, result.released.weights
+        self._diagnose_solver()
         return self
 
-    def _tune(self, features, signs, noise_rngs, partition_rng, selection_rng) -> _Trained:
+    def _tune(self, features, signs, rows, noise_rngs) -> _Trained:
         """Algorithm 4: f_i trained with Lambda_i on part i, chosen by an exponential
         mechanism on the mistakes z_i of part m+1. A record lies in exactly one part: in a
         training part it moves only its f_i (epsilon-DP; the choice is post-processing),
-        in the held-out part only the choice (epsilon-DP). Total: epsilon, not (m+1) epsilon."""
+        in the held-out part only the choice (epsilon-DP). The ledger's parallel
+        composition gives epsilon in total, not (m+1) epsilon."""
         m = len(self.lambdas)
-        parts = np.array_split(partition_rng.permutation(len(features)), m + 1)
+        parts = np.array_split(self.ctx.rng("tuning partition").permutation(len(features)), m + 1)
         if min(len(p) for p in parts) == 0:
-            raise ValueError(f"private tuning over {m} Lambdas needs at least {m + 1} "
+            raise InputError(f"private tuning over {m} Lambdas needs at least {m + 1} "
                              f"training rows, got {len(features)}")
         held_out = parts[-1]
-        fits, mistakes = [], []
+        fits = []
         for i, (lam, part, rng) in enumerate(zip(self.lambdas, parts, noise_rngs)):
             self.progress(f"{self.name}: tuning {i + 1}/{m}, Lambda={lam:g}, n={len(part)}")
-            fit = self._train(features[part], signs[part], lam, rng)
-            fits.append(fit)
-            mistakes.append(int(np.sum(_predicted_signs(features[held_out], fit.weights)
-                                       != signs[held_out])))
-        probabilities = exponential_mechanism_probabilities(np.array(mistakes), self.budget.epsilon)
-        chosen = int(selection_rng.choice(m, p=probabilities))
-        tuning = {
-            "lambdas": self.lambdas, "chosen": chosen, "chosen_lambda": self.lambdas[chosen],
-            "part_sizes": [len(p) for p in parts],
-            "epsilon_each_model": encode_epsilon(self.budget.epsilon),
-            "epsilon_selection": encode_epsilon(self.budget.epsilon),
-            "composition": "parallel over disjoint parts; selection is an epsilon-DP "
-                           "exponential mechanism on the held-out part (sensitivity 1)",
-            # Audit figures for the benchmark, outside the guarantee (only the model is).
-            "held_out_mistakes": mistakes,
-        }
+            fits.append(self._train(features[part], signs[part], lam, rng, rows[part]))
+        mistakes = held_out_mistakes(features[held_out], signs[held_out], fits)
+        self.ctx.ledger.charge("exponential mechanism (choice of Lambda)",
+                               records(rows[held_out], "held-out part"),
+                               PureEpsilon(self.budget.epsilon), sensitivity=1)
+        probabilities = exponential_mechanism_probabilities(mistakes, self.budget.epsilon)
+        chosen = int(self.ctx.rng("selection").choice(m, p=probabilities))
+        # The counts are statistics of private rows: only the (private) choice is released.
+        self.ctx.diagnose(held_out_mistakes=mistakes.tolist())
+        tuning = {"lambdas": self.lambdas, "chosen": chosen,
+                  "chosen_lambda": self.lambdas[chosen], "part_sizes": [len(p) for p in parts]}
         return _Trained(fits[chosen], fits, tuning)
 
     def predict_proba(self, x: np.ndarray) -> np.ndarray:
@@ -229,14 +229,13 @@ class DpErm(Method):
         p = expit(features @ self.weights)
         return np.stack([1.0 - p, p], axis=1)
 
-    def spent(self) -> Spent:
+    def privacy_details(self) -> dict[str, Any]:
         if self._result is None:
-            raise ValueError(f"{self.name}: call fit before spent")
+            return {}
         details = {"perturbation": self.perturbation, **self._result.released.details}
         if self._result.tuning is not None:
             details["tuning"] = self._result.tuning
-        epsilon = self.budget.epsilon if self.budget.private else math.inf
-        return Spent(epsilon=epsilon, delta=0.0, details=details)
+        return details
 
     def variant(self) -> str:
         hp = self.hparams
@@ -251,16 +250,15 @@ class DpErm(Method):
             parts.append(f"n={hp['train_size']}")
         return ", ".join(parts)
 
-    def extra_metrics(self) -> dict[str, Any]:
-        if self._result is None:
-            return {}
+    def _diagnose_solver(self) -> None:
+        """The solver's trace depends on the private rows: kept as diagnostics only."""
         fits = self._result.fits
-        return {
-            "gradient_norm": max(f.solution.gradient_norm for f in fits),
-            "distance_to_minimiser_bound": max(f.distance_bound for f in fits),
-            "lbfgs_iterations": sum(f.solution.iterations for f in fits),
-            "newton_steps": sum(f.solution.newton_steps for f in fits),
-        }
+        self.ctx.diagnose(
+            gradient_norm=max(f.solution.gradient_norm for f in fits),
+            distance_to_minimiser_bound=max(f.distance_bound for f in fits),
+            lbfgs_iterations=sum(f.solution.iterations for f in fits),
+            newton_steps=sum(f.solution.newton_steps for f in fits),
+            noise_norms=[float(np.linalg.norm(f.noise)) for f in fits if f.noise is not None])
 
 
 class DpErmOutput(DpErm):
@@ -272,8 +270,7 @@ class DpErmOutput(DpErm):
         solution = self._minimise(features, signs, regularization)
         beta = output_noise_rate(self.budget.epsilon, n, regularization)
         noise = sample_norm_exponential_noise(dim, beta, rng)
-        details = {"Lambda": regularization, "n": n, "beta": beta,
-                   "noise_norm": float(np.linalg.norm(noise))}
+        details = {"Lambda": regularization, "n": n, "beta": beta}
         return _Fit(solution.weights + noise, details, solution, regularization, noise)
 
 
@@ -290,8 +287,7 @@ class DpErmObjective(DpErm):
         solution = self._minimise(features, signs, strong_convexity, noise / n)
         details = {"Lambda": regularization, "n": n, "c": c, "beta": calibration.beta,
                    "Delta": calibration.extra_regularization,
-                   "epsilon_prime": calibration.epsilon_prime,
-                   "noise_norm": float(np.linalg.norm(noise))}
+                   "epsilon_prime": calibration.epsilon_prime}
         return _Fit(solution.weights, details, solution, strong_convexity, noise)
 
 
@@ -327,11 +323,18 @@ def _predicted_signs(features: np.ndarray, weights: np.ndarray) -> np.ndarray:
     return np.where(features @ weights > 0, 1.0, -1.0)
 
 
+def held_out_mistakes(features: np.ndarray, signs: np.ndarray, fits: list[_Fit]) -> np.ndarray:
+    """z_i: the mistakes of each model on the held-out rows (and on nothing else: a row
+    of a training part would move both its f_i and the choice)."""
+    return np.array([int(np.sum(_predicted_signs(features, fit.weights) != signs))
+                     for fit in fits])
+
+
 def _is_positive_int(value: Any) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value > 0
 
 
 def _positive(what: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
-        raise ValueError(f"{what} must be a finite number > 0, got {value!r}")
+        raise InputError(f"{what} must be a finite number > 0, got {value!r}")
     return float(value)

@@ -2,7 +2,7 @@
 a Keras model, with the noise calibrated to the cell's (epsilon, delta).
 
 The noise multiplier is the smallest (to 0.01%) whose RDP epsilon over the run's steps
-meets the target (methods.dp_sgd_calibration); the loop samples exactly as that
+meets the target (benchmarks.privacy.dp_sgd); the loop samples exactly as that
 accountant assumes (methods.nn.dp_training). Per-example clipping uses
 tensorflow-privacy's fast-clipping registry, extended to Conv2D and GroupNorm
 (methods.nn.fast_clipping).
@@ -19,17 +19,14 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from benchmarks.contract import Budget, Method, PrivacyNotion, Spent, Split
-from methods import dp_sgd_calibration
+from benchmarks.contract import Budget, Method, Split
+from benchmarks.errors import InputError
+from benchmarks.privacy import Accountant, Kind, Neighbours, PrivacyNotion, Protects, dp_sgd
 
 PAPER = "Abadi et al., Deep Learning with Differential Privacy (CCS 2016)"
 
-DP_SGD_NOTION = PrivacyNotion(
-    protects="inputs and labels",
-    neighbours="add/remove",
-    kind="approximate",
-    accountant="RDP (dp_accounting), Poisson-sampled Gaussian; PLD also recorded",
-)
+DP_SGD_NOTION = PrivacyNotion(Protects.RECORDS, Neighbours.ADD_REMOVE, Kind.APPROXIMATE,
+                              Accountant.RDP)
 
 MODELS = ("cnn", "inception", "resnet18_v2")
 NORMS = ("group", "none")  # BatchNorm mixes examples, so per-example clipping excludes it
@@ -62,30 +59,34 @@ class DPSGD(Method):
         super().__init__(budget, seed, **hparams)
         h = self.hparams
         if h["model"] not in MODELS:
-            raise ValueError(f"dp-sgd: unknown model {h['model']!r}; known: {', '.join(MODELS)}")
+            raise InputError(f"dp-sgd: unknown model {h['model']!r}; known: {', '.join(MODELS)}")
         if h["norm"] not in NORMS:
-            raise ValueError(f"dp-sgd: norm {h['norm']!r} is not per-example safe or unknown "
+            raise InputError(f"dp-sgd: norm {h['norm']!r} is not per-example safe or unknown "
                              f"(BatchNorm mixes the examples of a batch, so clipping one "
                              f"example's gradient does not bound its influence); use "
                              f"{' or '.join(NORMS)}")
         if h["pretrain"] not in PRETRAIN_SOURCES:
-            raise ValueError(f"dp-sgd: pretrain must be one of {PRETRAIN_SOURCES}, "
+            raise InputError(f"dp-sgd: pretrain must be one of {PRETRAIN_SOURCES}, "
                              f"got {h['pretrain']!r}")
         if not h["clip_norm"] > 0:
-            raise ValueError(f"dp-sgd: clip_norm must be > 0, got {h['clip_norm']!r}")
+            raise InputError(f"dp-sgd: clip_norm must be > 0, got {h['clip_norm']!r}")
+        for key in ("epochs", "batch_size", "peak_lr"):
+            if isinstance(h[key], bool) or not isinstance(h[key], (int, float)) or not h[key] > 0:
+                raise InputError(f"dp-sgd: {key} must be a number > 0, got {h[key]!r}")
         self._calibration: dict[str, Any] | None = None
         self._model = None
 
     @classmethod
-    def skip_reason(cls, task: str, budget: Budget) -> str | None:
+    def skip_reason(cls, task: str, budget: Budget,
+                    hparams: dict[str, Any] | None = None) -> str | None:
         if not budget.private:
             return "dp-sgd needs a finite epsilon; the non-private baseline covers e = inf"
-        return super().skip_reason(task, budget)
+        return super().skip_reason(task, budget, hparams)
 
     def fit(self, train: Split, num_classes: int) -> "DPSGD":
         h = self.hparams
         # Calibrating first means an unmeetable budget stops before any training.
-        calibration = dp_sgd_calibration.calibrate(
+        calibration = dp_sgd.calibrate(
             self.budget.epsilon, self.budget.delta, len(train), h["batch_size"], h["epochs"])
         self.progress(f"noise multiplier {calibration['noise_multiplier']:.4f} for "
                       f"(e={calibration['epsilon_rdp']:.3f}, d={self.budget.delta:g}), "
@@ -93,7 +94,7 @@ class DPSGD(Method):
 
         from methods.nn import dp_training, models, training
 
-        training.seed_everything(self.seed)
+        training.seed_everything(self.ctx.seed_for("model initialisation"))
         input_shape = train.x.shape[1:]
         if h["pretrain"]:
             model = self._pretrained(input_shape, num_classes)
@@ -104,7 +105,8 @@ class DPSGD(Method):
             sampling_rate=calibration["sampling_rate"],
             noise_multiplier=calibration["noise_multiplier"], clip_norm=float(h["clip_norm"]),
             peak_lr=float(h["peak_lr"]), warmup=float(h["warmup"]),
-            momentum=float(h["momentum"]), seed=self.seed, progress=self.progress)
+            momentum=float(h["momentum"]), seed=self.ctx.seed_for("sampling and noise"),
+            ledger=self.ctx.ledger, progress=self.progress)
         self._model, self._calibration = model, calibration
         return self
 
@@ -112,11 +114,10 @@ class DPSGD(Method):
         """Non-private training on the public set, then a fresh head for this task."""
         import tensorflow as tf
 
-        from benchmarks import datasets
         from methods.nn import models, training
 
         h = self.hparams
-        public = datasets.load(h["pretrain"])
+        public = self.ctx.load(h["pretrain"])
         if public.train.x.shape[1:] != tuple(input_shape):
             raise ValueError(f"dp-sgd: pretrain set {h['pretrain']} has images of shape "
                              f"{public.train.x.shape[1:]}, the private set {tuple(input_shape)}")
@@ -124,7 +125,7 @@ class DPSGD(Method):
         training.fit(model, public.train.x, public.train.y, public.num_classes,
                      epochs=int(h["pretrain_epochs"]), batch_size=int(h["batch_size"]),
                      peak_lr=float(h["pretrain_peak_lr"]), warmup=0.1, momentum=0.9,
-                     weight_decay=0.0, mixup_alpha=0.0, seed=self.seed,
+                     weight_decay=0.0, mixup_alpha=0.0, seed=self.ctx.seed_for("pre-training"),
                      progress=self.progress, label=f"pretrain {h['pretrain']}: ")
         features = model.layers[-1].input
         head = tf.keras.layers.Dense(num_classes, name="private_head")(features)
@@ -137,23 +138,16 @@ class DPSGD(Method):
             raise RuntimeError("dp-sgd: call fit before predict_proba")
         return training.softmax(training.predict_logits(self._model, x.astype(np.float32)))
 
-    def spent(self) -> Spent:
-        c = self._calibration
-        if c is None:
-            raise RuntimeError("dp-sgd: call fit before spent")
-        return Spent(epsilon=c["epsilon_rdp"], delta=c["delta"], details={
-            "epsilon_rdp": c["epsilon_rdp"],
-            "epsilon_pld": c["epsilon_pld"],
-            "delta": c["delta"],
-            "noise_multiplier": c["noise_multiplier"],
+    def privacy_details(self) -> dict[str, Any]:
+        c = self._calibration or {}
+        return {
+            "calibrated_noise_multiplier": c.get("noise_multiplier"),
+            "calibration_epsilon_rdp": c.get("epsilon_rdp"),
             "clip_norm": float(self.hparams["clip_norm"]),
-            "sampling_rate": c["sampling_rate"],
-            "steps": c["steps"],
             "sampling": "Poisson (each example independently per step)",
             "microbatching": "none: each example is clipped alone (sensitivity = clip norm)",
             "public_pretraining": self.hparams["pretrain"] or "none",
-            "notion": self.notion.as_dict(),
-        })
+        }
 
     def variant(self) -> str:
         h = self.hparams

@@ -2,12 +2,18 @@
 train it with the shared loop, predict probabilities."""
 from __future__ import annotations
 
+import numbers
 from typing import Any, ClassVar
 
 import numpy as np
 
-from benchmarks.contract import Method, Split
+from benchmarks.contract import Budget, Method, Split
+from benchmarks.errors import InputError
 
+# The builders of methods.nn.models, named here so that settings are checked without
+# importing TensorFlow (a test keeps the two lists equal).
+MODELS = ("cnn", "inception", "resnet18_v2", "ncf")
+SCHEDULES = ("linear", "piecewise")
 TRAINING_DEFAULTS: dict[str, Any] = {
     "model": "cnn", "epochs": 8, "batch_size": 256, "peak_lr": 0.05, "warmup": 0.15,
     "schedule": "linear", "momentum": 0.9, "weight_decay": 1e-4, "augment": False,
@@ -21,10 +27,24 @@ class KerasClassifier(Method):
     tasks = ("image", "ratings")
     tiny_hparams: ClassVar[dict[str, Any]] = {"epochs": 1, "batch_size": 64}
 
+    def __init__(self, budget: Budget, seed: int = 0, **hparams: Any) -> None:
+        super().__init__(budget, seed, **hparams)
+        h = self.hparams
+        if h["model"] not in MODELS:
+            raise InputError(f"{self.name}: unknown model {h['model']!r}; known: {', '.join(MODELS)}")
+        if h["schedule"] not in SCHEDULES:
+            raise InputError(f"{self.name}: schedule must be one of {SCHEDULES}, got {h['schedule']!r}")
+        for key in ("epochs", "batch_size"):
+            if not _positive_int(h[key]):
+                raise InputError(f"{self.name}: {key} must be a positive integer, got {h[key]!r}")
+        for key in ("peak_lr", "momentum", "weight_decay", "warmup"):
+            if not isinstance(h[key], numbers.Real) or h[key] < 0:
+                raise InputError(f"{self.name}: {key} must be a number >= 0, got {h[key]!r}")
+
     def _build(self, train: Split, num_classes: int):
         from methods.nn import models, training
 
-        training.seed_everything(self.seed)
+        training.seed_everything(self.ctx.seed_for("model initialisation"))
         self.model = models.build(self.hparams["model"], train.x.shape[1:], num_classes)
         self.num_classes = num_classes
         return self.model
@@ -37,8 +57,8 @@ class KerasClassifier(Method):
                      batch_size=h["batch_size"], peak_lr=h["peak_lr"], warmup=h["warmup"],
                      schedule=h["schedule"], augment=h["augment"],
                      momentum=h["momentum"], weight_decay=h["weight_decay"],
-                     mixup_alpha=mixup_alpha, seed=self.seed, progress=self.progress,
-                     label=label)
+                     mixup_alpha=mixup_alpha, seed=self.ctx.seed_for(f"training {label}"),
+                     progress=self.progress, label=label)
 
     def _logits(self, x: np.ndarray) -> np.ndarray:
         from methods.nn import training
@@ -52,3 +72,7 @@ class KerasClassifier(Method):
 
     def variant(self) -> str:
         return "" if self.hparams["model"] == "cnn" else self.hparams["model"]
+
+
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and value > 0

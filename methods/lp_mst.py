@@ -10,20 +10,16 @@ models and the earlier randomized labels are post-processing.
 """
 from __future__ import annotations
 
-import math
 from typing import Any, ClassVar
 
 import numpy as np
 
-from benchmarks.contract import PrivacyNotion, Spent, Split
+from benchmarks.contract import Split
+from benchmarks.privacy import LABEL_DP_PURE, PureEpsilon, labels
 from methods.keras_classifier import TRAINING_DEFAULTS, KerasClassifier
 from methods.mechanisms import optimal_k, rr_with_prior
 
 PAPER = "Ghazi, Golowich, Kumar, Manurangsi, Zhang. Deep Learning with Label Differential Privacy. NeurIPS 2021"
-LABEL_DP = PrivacyNotion(
-    protects="labels", neighbours="substitution", kind="pure",
-    accountant="RRWithPrior is epsilon-DP per label; each label is queried once "
-               "(parallel composition)")
 
 # Per-epsilon settings of the authors' later reimplementation (published-results.md):
 # epsilon -> (stage-1 mixup alpha, later-stage mixup alpha, stage-1 data share,
@@ -41,7 +37,7 @@ class LPMultiStage(KerasClassifier):
 
     stages: ClassVar[int]
     paper = PAPER
-    notion = LABEL_DP
+    notion = LABEL_DP_PURE
     # None means: take the value from PER_EPSILON for the budget.
     defaults: ClassVar[dict[str, Any]] = {
         **TRAINING_DEFAULTS, "mixup_alpha": None, "later_mixup_alpha": None,
@@ -66,9 +62,10 @@ class LPMultiStage(KerasClassifier):
         from methods.nn import training
 
         settings = self._settings()
-        rng = np.random.default_rng(self.seed)
         self._build(train, num_classes)
-        parts = self._partition(len(train), rng, settings["stage1_share"])
+        parts = self._partition(len(train), self.ctx.rng("stage partition"),
+                                settings["stage1_share"])
+        randomizer = self.ctx.rng("randomized response")
         noisy = np.full(len(train), -1, dtype=np.int64)
         self.k_bars: list[float] = []
         self.kept_fraction: list[float] = []
@@ -78,7 +75,9 @@ class LPMultiStage(KerasClassifier):
             else:
                 priors = training.softmax(self._logits(train.x[part]),
                                           settings["prior_temperature"])
-            noisy[part] = rr_with_prior(train.y[part], priors, self.budget.epsilon, rng)
+            self.ctx.ledger.charge("RRWithPrior", labels(part, f"stage {t + 1} of {self.stages}"),
+                                   PureEpsilon(self.budget.epsilon))
+            noisy[part] = rr_with_prior(train.y[part], priors, self.budget.epsilon, randomizer)
             k_bar = float(np.mean(optimal_k(priors, self.budget.epsilon)))
             self.k_bars.append(k_bar)
             use = np.concatenate([self._earlier_kept(train.x, noisy, parts[:t], k_bar), part])
@@ -102,11 +101,11 @@ class LPMultiStage(KerasClassifier):
         self.kept_fraction.append(float(keep.mean()))
         return idx[keep]
 
-    def spent(self) -> Spent:
-        return Spent(self.budget.epsilon, 0.0, {
-            "mechanism": "RRWithPrior", "stages": self.stages,
-            "stage_k_bar": self.k_bars, "earlier_labels_kept": self.kept_fraction,
-            **self._settings()})
+    def privacy_details(self) -> dict[str, Any]:
+        """k_bar and the kept fractions are functions of the released labels, the models
+        trained on them and the public inputs: covered by the ledger's epsilon."""
+        return {"stages": self.stages, "stage_k_bar": self.k_bars,
+                "earlier_labels_kept": self.kept_fraction, **self._settings()}
 
 
 class LP1ST(LPMultiStage):

@@ -12,39 +12,28 @@ spread-lr draw the same corrupted data for the same seed.
 from __future__ import annotations
 
 import functools
-import math
 from typing import Any, ClassVar
 
 import numpy as np
 
-from benchmarks.contract import NON_PRIVATE, Budget, Method, PrivacyNotion, Spent, Split
-from benchmarks.records import encode_epsilon
+from benchmarks.contract import Budget, Method, Split
+from benchmarks.errors import InputError
+from benchmarks.privacy import (NON_PRIVATE, Accountant, Kind, Neighbours, PrivacyNotion,
+                                Protects, PureEpsilon, Unprotected, inputs, labels)
 from methods import corruption
 
 PAPER = "Barber, Private machine learning via randomised response"
 
-LOCAL_RR = PrivacyNotion(
-    protects="labels and pixels, each by local randomised response",
-    neighbours="substitution",
-    kind="pure",
-    accountant="local randomised response: epsilon is the label-flip epsilon; "
-               "per-pixel epsilon in details; no overall model epsilon",
-)
-# Gaussian input noise has no epsilon: only the label flip is epsilon-DP.
-LOCAL_RR_GAUSSIAN_INPUTS = PrivacyNotion(
-    protects="labels by local randomised response; pixels by Gaussian noise (no epsilon)",
-    neighbours="substitution",
-    kind="pure (labels only)",
-    accountant="local randomised response: epsilon is the label-flip epsilon; "
-               "no overall model epsilon",
-)
+
+def local_notion(protects: Protects) -> PrivacyNotion:
+    """The epsilon is each user's label flip's (local); pixels as ``protects`` says."""
+    return PrivacyNotion(protects, Neighbours.SUBSTITUTION, Kind.PURE, Accountant.LOCAL)
+
 
 PRIORS = ("flat", "learned", "true")
 # A pixel that never varies in the clean data has zero variance; the floor keeps the
 # Gaussian posterior proper while still pinning such pixels to their mean.
 MIN_PRIOR_VARIANCE = 1e-4
-# Separate random streams per purpose, so lr-noisy and spread-lr corrupt identically.
-CORRUPTION_STREAM, SAMPLING_STREAM = 0, 1
 # The input model p(x) = prod_d p(x[d]|d): a (D, 256) histogram for pixel RR, per-pixel
 # (mean, variance) arrays for Gaussian input noise.
 InputPrior = "np.ndarray | tuple[np.ndarray, np.ndarray]"
@@ -200,10 +189,10 @@ class _LogisticRegressionFamily(Method):
         for key in ("learning_rate", "steps", "mstep_steps", "em_iterations", "samples",
                     "input_variance", "prior_variance"):
             if key in self.hparams and not self.hparams[key] > 0:
-                raise ValueError(f"{self.name}: {key} must be > 0, got {self.hparams[key]!r}")
+                raise InputError(f"{self.name}: {key} must be > 0, got {self.hparams[key]!r}")
         for key, allowed in (("input_noise", corruption.INPUT_NOISES), ("prior", PRIORS)):
             if key in self.hparams and self.hparams[key] not in allowed:
-                raise ValueError(f"{self.name}: {key} must be one of {allowed}, "
+                raise InputError(f"{self.name}: {key} must be one of {allowed}, "
                                  f"got {self.hparams[key]!r}")
         self._fitted: WeightedLogistic | None = None
         self._dim = 0
@@ -241,37 +230,58 @@ class LogisticRegressionClean(_LogisticRegressionFamily):
     tiny_hparams = {"steps": 20}
 
     @classmethod
-    def skip_reason(cls, task: str, budget: Budget) -> str | None:
+    def skip_reason(cls, task: str, budget: Budget,
+                    hparams: dict[str, Any] | None = None) -> str | None:
         if budget.private:
             return f"{cls.name} is the non-private reference; run it at epsilon = inf"
-        return super().skip_reason(task, budget)
+        return super().skip_reason(task, budget, hparams)
 
     def fit(self, train: Split, num_classes: int) -> "LogisticRegressionClean":
         x = self._check_train(train, num_classes)
+        self.ctx.ledger.charge("logistic regression on the clean data", labels(),
+                               Unprotected("the non-private reference"))
         self._fitted = self._new_model(x)
         self._fitted.fit(x, train.y, np.ones(len(x)), int(self.hparams["steps"]))
         return self
-
-    def spent(self) -> Spent:
-        return Spent(math.inf, 0.0, {"trained_on": "clean data"})
 
 
 class _CorruptedDataMethod(_LogisticRegressionFamily):
     """Methods that only ever see the corrupted release of the training data."""
 
-    notion = LOCAL_RR
+    notion = local_notion(Protects.LOCAL_LABELS_AND_PIXELS)
 
     def __init__(self, budget: Budget, seed: int = 0, **hparams: Any) -> None:
         super().__init__(budget, seed, **hparams)
         self.p_f = corruption.flip_probability(budget.epsilon)
-        if self.hparams["input_noise"] == "gaussian":
-            self.notion = LOCAL_RR_GAUSSIAN_INPUTS
+
+    @classmethod
+    def notion_for(cls, budget: Budget, hparams: dict[str, Any]) -> PrivacyNotion:
+        if not budget.private:
+            return NON_PRIVATE
+        if hparams.get("prior") == "true":
+            return local_notion(Protects.LOCAL_LABELS_CLEAN_PIXELS)
+        if hparams["input_noise"] == "gaussian":
+            return local_notion(Protects.LOCAL_LABELS_GAUSSIAN_PIXELS)
+        return cls.notion
 
     def corrupted_release(self, train: Split) -> tuple[np.ndarray, np.ndarray]:
-        """The (x~, c~) every user releases, drawn once per seed: (N, D) inputs, (N,) labels."""
-        rng = np.random.default_rng([self.seed, CORRUPTION_STREAM])
+        """The (x~, c~) every user releases, drawn once per seed (the same stream for
+        every method, so lr-noisy and spread-lr see the same release), charged to the
+        ledger: (N, D) inputs, (N,) labels."""
+        label_epsilon = corruption.label_flip_epsilon(self.p_f)
+        self.ctx.ledger.charge("label flip (local randomised response)", labels(),
+                               PureEpsilon(label_epsilon), flip_probability=self.p_f)
+        if self.hparams["input_noise"] == "rr":
+            pixel = corruption.pixel_rr_epsilon(self.p_f)
+            self.ctx.ledger.charge("per-pixel randomised response", inputs(),
+                                   PureEpsilon(pixel * self._dim), pixel_epsilon=pixel)
+        else:
+            self.ctx.ledger.charge("Gaussian input noise", inputs(),
+                                   Unprotected("Gaussian noise on each pixel has no epsilon"),
+                                   input_variance=float(self.hparams["input_variance"]))
         return corruption.corrupt(train.x, train.y, self.p_f, self.hparams["input_noise"],
-                                  float(self.hparams["input_variance"]), rng)
+                                  float(self.hparams["input_variance"]),
+                                  self.ctx.rng("local corruption"))
 
     def _model_inputs(self, noisy_x: np.ndarray) -> np.ndarray:
         rr = self.hparams["input_noise"] == "rr"
@@ -282,25 +292,8 @@ class _CorruptedDataMethod(_LogisticRegressionFamily):
             return "pixel RR"
         return f"gaussian inputs var={self.hparams['input_variance']:g}"
 
-    def spent(self) -> Spent:
-        label_epsilon = corruption.label_flip_epsilon(self.p_f)
-        # p_f is chosen so its label epsilon is the budget; anything else is a bug.
-        if not math.isclose(label_epsilon, self.budget.epsilon, rel_tol=1e-9):
-            raise ValueError(f"{self.name}: label epsilon {label_epsilon} differs from the budget")
-        if self.hparams["input_noise"] == "rr":
-            pixel = corruption.pixel_rr_epsilon(self.p_f)
-            pixel_epsilon, image_epsilon = encode_epsilon(pixel), encode_epsilon(pixel * self._dim)
-        else:
-            pixel_epsilon = image_epsilon = "none (Gaussian input noise is not epsilon-DP)"
-        return Spent(self.budget.epsilon, 0.0, {
-            "flip_probability": self.p_f,
-            "label_epsilon": encode_epsilon(label_epsilon),
-            "pixel_local_epsilon": pixel_epsilon,
-            "image_local_epsilon": image_epsilon,
-            "input_noise": self.hparams["input_noise"],
-            "input_variance": (self.hparams["input_variance"]
-                               if self.hparams["input_noise"] == "gaussian" else "n/a"),
-        })
+    def privacy_details(self) -> dict[str, Any]:
+        return {"flip_probability": self.p_f, "input_noise": self.hparams["input_noise"]}
 
 
 class LogisticRegressionNoisy(_CorruptedDataMethod):
@@ -344,7 +337,7 @@ class SpreadLogisticRegression(_CorruptedDataMethod):
         """EM on the release; afterwards ``input_prior`` holds the last E-step's p(x)."""
         clean = self._check_train(train, num_classes)
         noisy_x, noisy_y = self.corrupted_release(train)
-        rng = np.random.default_rng([self.seed, SAMPLING_STREAM])
+        rng = self.ctx.rng("importance sampling")
         samples, iterations = int(self.hparams["samples"]), int(self.hparams["em_iterations"])
         prior = self._initial_prior(clean)
         self._fitted = self._new_model(self._model_inputs(noisy_x))
@@ -364,6 +357,8 @@ class SpreadLogisticRegression(_CorruptedDataMethod):
     def _initial_prior(self, clean: np.ndarray) -> InputPrior:
         gaussian = self.hparams["input_noise"] == "gaussian"
         if self.hparams["prior"] == "true":  # the oracle: marginals of the CLEAN pixels
+            self.ctx.ledger.charge("true-prior oracle", inputs(),
+                                   Unprotected("reads the clean pixels' marginals"))
             if gaussian:
                 return gaussian_moments(clean)
             return pixel_histogram(corruption.to_states(clean))

@@ -5,7 +5,7 @@ import math
 
 import pandas as pd
 
-from reports.rows import LOWER_IS_BETTER
+from benchmarks.metrics import metric
 
 TRUE, FALSE, NOT_ENOUGH = "TRUE", "FALSE", "not enough runs"
 _KEYS = ["suite", "epsilon", "delta"]
@@ -15,13 +15,15 @@ def check_claims(claims: pd.DataFrame, records: pd.DataFrame) -> list[dict]:
     """Each claim with a verdict and its per-budget comparison.
 
     A claim is compared at every finite (suite, epsilon, delta) where both methods have
-    ok records, using each method's best variant there (the papers compare their best
-    settings). TRUE only if the better method wins at every such budget.
+    ok records, using each method's best configuration there (the papers compare their
+    best settings). TRUE only if the better method wins at every such budget. Superseded
+    records do not count.
     """
-    ok = records[(records["status"] == "ok") & records["epsilon"].map(math.isfinite)]
+    ok = records[(records["status"] == "ok") & records["epsilon"].map(math.isfinite)
+                 & ~records["superseded"]]
     checked = []
     for claim in claims.to_dict("records"):
-        lower = claim["metric"] in LOWER_IS_BETTER
+        lower = not metric(claim["metric"]).higher_is_better
         on_dataset = ok[(ok["dataset"] == claim["dataset"]) & (ok["metric"] == claim["metric"])]
         better = _best_variant(on_dataset[on_dataset["method"] == claim["better_method"]], lower)
         worse = _best_variant(on_dataset[on_dataset["method"] == claim["worse_method"]], lower)
@@ -36,7 +38,9 @@ def check_claims(claims: pd.DataFrame, records: pd.DataFrame) -> list[dict]:
 
 
 def _best_variant(records: pd.DataFrame, lower_is_better: bool) -> pd.DataFrame:
-    """Per budget, the variant with the best mean over seeds (with its n)."""
-    means = records.groupby([*_KEYS, "variant"])["value"].agg(mean="mean", n="count")
+    """Per budget, the configuration with the best mean over seeds (with its n and
+    variant label)."""
+    means = records.groupby([*_KEYS, "config_id"]).agg(
+        mean=("value", "mean"), n=("value", "count"), variant=("variant", "first"))
     means = means.reset_index().sort_values("mean", ascending=lower_is_better)
     return means.drop_duplicates(_KEYS)[[*_KEYS, "variant", "mean", "n"]]

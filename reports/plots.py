@@ -11,9 +11,8 @@ matplotlib.use("Agg")  # files only: no display on a build machine
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from benchmarks.metrics import metric  # noqa: E402
 from reports.rows import format_epsilon  # noqa: E402
-
-METRIC_LABELS = {"accuracy_pct": "test accuracy (%)", "rmse": "test RMSE"}
 
 
 def plot_dataset(rows: pd.DataFrame, path: Path) -> None:
@@ -51,7 +50,7 @@ def plot_dataset(rows: pd.DataFrame, path: Path) -> None:
                        fontsize=8)
     ax.minorticks_off()
     ax.set_xlabel("epsilon (log scale; inf = non-private, at the right edge)")
-    ax.set_ylabel(METRIC_LABELS.get(rows["metric"].iloc[0], rows["metric"].iloc[0]))
+    ax.set_ylabel(metric(rows["metric"].iloc[0]).label)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
     fig.subplots_adjust(left=0.08, right=0.64, bottom=0.13, top=0.96)  # legend on the right

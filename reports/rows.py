@@ -1,27 +1,31 @@
-"""The leaderboard rows: our records grouped per cell, side by side with the paper cells.
+"""The leaderboard rows: our records grouped per configuration, side by side with the
+paper cells.
 
-One row per (our cell, matching paper cell) pair, plus our cells without a paper number
-("ours only") and paper cells without records of ours ("paper only").
+Seeds are grouped by configuration identity (everything that changes a result but the
+seed), so runs of two settings never average into one number; the variant is only a
+label. One row per (our configuration, matching paper cell) pair, plus our
+configurations without a paper number ("ours only") and paper cells without records of
+ours ("paper only").
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 
 import numpy as np
 import pandas as pd
 
-from reports.load import DEFAULT_METRIC, NOTION_FIELDS
+from benchmarks.metrics import DEFAULT_METRIC, metric
+from benchmarks.privacy import Protects
+from reports.load import NOTION_FIELDS
 
-GROUP_KEYS = ["dataset", "method", "variant", "suite", "epsilon", "delta"]
+# What a configuration is shown as; constant within a configuration.
+DISPLAY_KEYS = ["dataset", "method", "variant", "suite", "epsilon", "delta"]
 PAPER_FIELDS = ["paper", "table", "column", "column_inferred", "paper_value", "note"]
 ROW_COLUMNS = [
     "dataset", "metric", "section", "method", "variant", "suite", "epsilon", "delta",
-    *NOTION_FIELDS, "n", "failed", "mean", "std", "paper_variant", *PAPER_FIELDS, "diff",
-    "beyond_tolerance", "cell"]
-LOWER_IS_BETTER = frozenset({"rmse"})
-STANDARD_PROTECTS = ("labels", "inputs and labels", "nothing")
+    *NOTION_FIELDS, "n", "failed", "mean", "std", "spent_epsilon", "paper_variant",
+    *PAPER_FIELDS, "diff", "beyond_tolerance", "superseded", "cell"]
+STANDARD_PROTECTS = (Protects.LABELS.value, Protects.RECORDS.value, Protects.NOTHING.value)
 
 
 def metric_by_dataset(published: pd.DataFrame) -> dict[str, str]:
@@ -29,29 +33,26 @@ def metric_by_dataset(published: pd.DataFrame) -> dict[str, str]:
     return published.groupby("dataset")["metric"].first().to_dict()
 
 
-def metric_tolerance(metric: str, tolerance: float) -> float:
-    """The tolerance is in accuracy points; RMSE (ratings 1-5) is judged at 1/100 of it."""
-    return tolerance / 100 if metric == "rmse" else tolerance
-
-
-def cell_id(key: tuple) -> str:
-    """A stable file name for one of our cells (dataset, method, variant, suite, e, delta)."""
-    text = json.dumps([str(part) for part in key])
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+def metric_tolerance(name: str, tolerance: float) -> float:
+    """The tolerance is in accuracy points, converted to the metric's own scale."""
+    return tolerance * metric(name).tolerance_scale
 
 
 def group_records(records: pd.DataFrame) -> pd.DataFrame:
-    """One row per cell: mean, sample std and n over ok seeds; failed runs only counted."""
+    """One row per configuration: mean, sample std and n over ok seeds; failed runs only
+    counted. ``cell`` names the configuration's page."""
     ok = records[records["status"] == "ok"]
-    grouped = records.groupby(GROUP_KEYS, sort=True)
-    cells = grouped.agg(metric=("metric", "first"),
-                        failed=("status", lambda status: int((status == "failed").sum())))
+    grouped = records.groupby("config_id", sort=True)
+    cells = grouped.agg(metric=("metric", "first"), superseded=("superseded", "first"),
+                        failed=("status", lambda status: int((status == "failed").sum())),
+                        **{key: (key, "first") for key in DISPLAY_KEYS})
     for field in NOTION_FIELDS:
         cells[field] = grouped[field].agg(_distinct)
-    stats = ok.groupby(GROUP_KEYS)["value"].agg(n="count", mean="mean", std="std")
-    cells = cells.join(stats).reset_index()
+    stats = ok.groupby("config_id").agg(n=("value", "count"), mean=("value", "mean"),
+                                        std=("value", "std"),
+                                        spent_epsilon=("spent_epsilon", "mean"))
+    cells = cells.join(stats).reset_index().rename(columns={"config_id": "cell"})
     cells["n"] = cells["n"].fillna(0).astype(int)
-    cells["cell"] = [cell_id(key) for key in cells[GROUP_KEYS].itertuples(index=False)]
     return cells
 
 
@@ -72,11 +73,13 @@ def compute_rows(records: pd.DataFrame, published: pd.DataFrame,
     ours_only = cells[~cells["cell"].isin(pairs["cell"])]
     paper_only = paper[~paper["paper_id"].isin(pairs["paper_id"])].assign(
         variant=lambda frame: frame["paper_variant"], delta=lambda frame: frame["paper_delta"],
-        suite="", n=0, failed=0, mean=math.nan, std=math.nan, cell="")
+        suite="", n=0, failed=0, mean=math.nan, std=math.nan, spent_epsilon=math.nan,
+        superseded=False, cell="")
     rows = pd.concat([frame for frame in (pairs, ours_only, paper_only) if not frame.empty],
                      ignore_index=True)
     rows = rows.reindex(columns=[c for c in ROW_COLUMNS if c != "section"])
     rows["column_inferred"] = rows["column_inferred"].astype("boolean")
+    rows["superseded"] = rows["superseded"].astype(bool)
     rows["metric"] = rows["metric"].fillna(DEFAULT_METRIC)
     rows["diff"] = rows["mean"] - rows["paper_value"]
     limit = rows["metric"].map(lambda metric: metric_tolerance(metric, tolerance))
@@ -176,6 +179,5 @@ def format_delta(delta: float) -> str:
     return f"{delta:g}".replace("e-0", "e-")
 
 
-def format_number(value: float, metric: str, signed: bool = False) -> str:
-    sign = "+" if signed else ""
-    return f"{value:{sign}.3f}" if metric == "rmse" else f"{value:{sign}.2f}"
+def format_number(value: float, name: str, signed: bool = False) -> str:
+    return metric(name).format(value, signed)

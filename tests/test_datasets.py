@@ -12,7 +12,7 @@ import pytest
 
 from benchmarks import datasets
 from benchmarks.contract import Split
-from benchmarks.datasets import SPECS, DataError, DatasetSpec, get_spec, load, register
+from benchmarks.datasets import SPECS, DataError, get_spec, load, register
 from benchmarks.datasets.core import cache_path
 from benchmarks.registry import UnknownName
 import archives  # tests/archives.py: pytest puts this folder on sys.path

@@ -10,8 +10,10 @@ import pytest
 from scipy.special import expit
 from sklearn.datasets import load_breast_cancer
 
-from benchmarks.contract import NON_PRIVATE, Budget, Split
+from benchmarks.contract import Budget, Split
+from benchmarks.privacy import NON_PRIVATE, Kind, Neighbours, Protects, PureEpsilon
 from benchmarks.registry import get_method
+from methods import dp_erm
 from methods.dp_erm import DpErmObjective, DpErmOutput, objective_calibration
 from methods.random_features import draw_rbf_features
 
@@ -46,7 +48,7 @@ def test_both_methods_are_registered_with_a_pure_substitution_notion():
         assert get_method(name) is cls
         assert cls.tasks == ("tabular",) and not cls.needs_delta
         assert (cls.notion.protects, cls.notion.neighbours, cls.notion.kind) == (
-            "inputs and labels", "substitution", "pure")
+            Protects.RECORDS, Neighbours.SUBSTITUTION, Kind.PURE)
 
 
 def test_importing_the_module_does_not_import_tensorflow():
@@ -72,9 +74,9 @@ def test_infinite_epsilon_is_the_same_non_private_optimum_for_both(data):
     np.testing.assert_allclose(out.weights, obj.weights, atol=1e-6)
     assert np.linalg.norm(_gradient_of_j(out.weights, data[0], 1e-3)) < 1e-7
     for m in (out, obj):
-        assert m.notion == NON_PRIVATE
+        assert m.notion_for(m.budget, m.hparams) == NON_PRIVATE
         assert m.spent().epsilon == math.inf and m.spent().delta == 0
-        assert "beta" not in m.spent().details
+        assert "beta" not in m.privacy_details()
     accuracy = np.mean(out.predict_proba(data[1].x).argmax(1) == data[1].y)
     assert accuracy > 0.9
 
@@ -85,8 +87,9 @@ def test_output_perturbation_adds_the_calibrated_noise_to_the_exact_minimiser(da
     spent = m.spent()
     n = len(data[0])
     assert spent.epsilon == 0.5 and spent.delta == 0
-    assert spent.details["beta"] == pytest.approx(n * 0.01 * 0.5 / 2)
-    assert spent.details["noise_norm"] == pytest.approx(np.linalg.norm(fit.noise))
+    assert m.privacy_details()["beta"] == pytest.approx(n * 0.01 * 0.5 / 2)
+    assert "noise_norm" not in json.dumps(m.privacy_details())  # private: diagnostics only
+    assert m.ctx.diagnostics["noise_norms"] == [pytest.approx(np.linalg.norm(fit.noise))]
     exact = _fit(DpErmOutput, data, math.inf, regularization=0.01).weights
     np.testing.assert_allclose(m.weights - fit.noise, exact, atol=1e-6)
 
@@ -99,7 +102,7 @@ def test_objective_perturbation_solves_the_calibrated_perturbed_objective(
         data, epsilon, regularization, delta_positive):
     n = len(data[0])
     m = _fit(DpErmObjective, data, epsilon, regularization=regularization)
-    details, b = m.spent().details, m._result.released.noise
+    details, b = m.privacy_details(), m._result.released.noise
     cal = objective_calibration(epsilon, n, regularization, 0.25)
     assert (details["Delta"] > 0) == delta_positive
     if delta_positive:
@@ -113,12 +116,11 @@ def test_objective_perturbation_solves_the_calibrated_perturbed_objective(
     residual = (_gradient_of_j(m.weights, data[0], regularization) + b / n
                 + details["Delta"] * m.weights)
     assert np.linalg.norm(residual) <= 1e-10 * max(1.0, np.linalg.norm(b) / n)
-    assert np.linalg.norm(b) == pytest.approx(details["noise_norm"])
 
 
 def test_huber_variant_uses_its_curvature_bound(data):
     m = _fit(DpErmObjective, data, 1.0, loss="huber", huber_h=0.25)
-    assert m.spent().details["c"] == 2.0
+    assert m.privacy_details()["c"] == 2.0
     assert m.variant() == "huber h=0.25, Lambda=0.001"
 
 
@@ -146,33 +148,67 @@ def test_random_features_approximate_the_rbf_kernel_with_unit_norm():
 def test_private_tuning_records_its_parallel_accounting(cls, data):
     lambdas = [1e-3, 1e-2, 1e-1]
     m = _fit(cls, data, 0.5, seed=2, tune_lambdas=lambdas)
-    spent = m.spent()
-    tuning = spent.details["tuning"]
-    assert spent.epsilon == 0.5 and spent.delta == 0
+    spent, details = m.spent(), m.privacy_details()
+    tuning = details["tuning"]
+    assert spent.epsilon == 0.5 and spent.delta == 0 and spent.composition == "pure"
     assert tuning["lambdas"] == lambdas and sum(tuning["part_sizes"]) == len(data[0])
     assert len(tuning["part_sizes"]) == len(lambdas) + 1
-    assert tuning["epsilon_each_model"] == 0.5 and tuning["epsilon_selection"] == 0.5
+    # One charge per model on its part and one for the choice on the held-out part:
+    # disjoint parts, so they compose in parallel to epsilon, not (m + 1) epsilon.
+    charges = m.ctx.ledger.charges
+    assert len(charges) == len(lambdas) + 1
+    assert all(c.cost == PureEpsilon(0.5) for c in charges)
+    touched = np.concatenate([c.touches.examples for c in charges])
+    np.testing.assert_array_equal(np.sort(touched), np.arange(len(data[0])))
     chosen = tuning["chosen"]
-    assert spent.details["Lambda"] == lambdas[chosen] == tuning["chosen_lambda"]
-    assert spent.details["n"] == tuning["part_sizes"][chosen]
+    assert details["Lambda"] == lambdas[chosen] == tuning["chosen_lambda"]
+    assert details["n"] == tuning["part_sizes"][chosen]
     np.testing.assert_array_equal(m.weights, m._result.fits[chosen].weights)
     assert m.variant().endswith("+ private tuning")
 
 
 def test_tuning_without_noise_picks_the_fewest_held_out_mistakes(data):
     m = _fit(DpErmObjective, data, math.inf, tune_lambdas=[1e-4, 1.0, 30.0])
-    tuning = m.spent().details["tuning"]
+    tuning = m.privacy_details()["tuning"]
     # Records are strict JSON: no infinities in what the runner stores.
-    json.dumps([m.spent().details, m.extra_metrics()], allow_nan=False)
-    assert tuning["chosen"] == int(np.argmin(tuning["held_out_mistakes"]))
-    assert len(set(tuning["held_out_mistakes"])) > 1
+    json.dumps([m.privacy_details(), m.ctx.diagnostics], allow_nan=False)
+    mistakes = m.ctx.diagnostics["held_out_mistakes"]
+    assert "held_out_mistakes" not in tuning  # statistics of private rows stay private
+    assert tuning["chosen"] == int(np.argmin(mistakes))
+    assert len(set(mistakes)) > 1
+
+
+def test_tuning_counts_mistakes_on_the_held_out_rows_only(data, monkeypatch):
+    """The exponential mechanism's scores have sensitivity 1 only if they count the
+    held-out rows alone: recompute them from the fitted models on exactly the rows the
+    selection charge names (counting all rows would fail here)."""
+    scored = []
+    real = dp_erm.exponential_mechanism_probabilities
+
+    def recording(mistakes, epsilon):
+        scored.append(np.array(mistakes))
+        return real(mistakes, epsilon)
+
+    monkeypatch.setattr(dp_erm, "exponential_mechanism_probabilities", recording)
+    m = _fit(DpErmOutput, data, 1.0, seed=1, tune_lambdas=[1e-3, 1e-2, 1e-1])
+    selection = m.ctx.ledger.charges[-1]
+    assert selection.mechanism.startswith("exponential mechanism")
+    held_out = selection.touches.examples
+    x = data[0].x.astype(np.float64)[held_out]
+    x /= np.maximum(np.linalg.norm(x, axis=1), 1.0)[:, None]
+    signs = np.where(data[0].y[held_out] == 1, 1.0, -1.0)
+    expected = [int(np.sum(np.where(x @ fit.weights > 0, 1.0, -1.0) != signs))
+                for fit in m._result.fits]
+    np.testing.assert_array_equal(scored[0], expected)
 
 
 def test_train_size_subsamples_deterministically(data):
     a = _fit(DpErmOutput, data, 1.0, seed=5, train_size=50)
     b = _fit(DpErmOutput, data, 1.0, seed=5, train_size=50)
-    assert a.spent().details["n"] == 50
-    assert a.spent().details["beta"] == pytest.approx(50 * 1e-3 * 1.0 / 2)
+    assert a.privacy_details()["n"] == 50
+    assert a.privacy_details()["beta"] == pytest.approx(50 * 1e-3 * 1.0 / 2)
+    [charge] = a.ctx.ledger.charges  # exactly the 50 rows used are charged
+    assert len(np.unique(charge.touches.examples)) == 50
     np.testing.assert_array_equal(a.weights, b.weights)
     assert a.variant() == "logistic, Lambda=0.001, n=50"
     with pytest.raises(ValueError, match="train_size 201 exceeds"):
@@ -224,6 +260,6 @@ def test_bad_hyperparameters_raise(hparams, message):
         DpErmObjective(Budget(1.0), **hparams)
 
 
-def test_spent_before_fit_raises():
+def test_predict_before_fit_raises():
     with pytest.raises(ValueError, match="call fit"):
-        DpErmOutput(Budget(1.0)).spent()
+        DpErmOutput(Budget(1.0)).predict_proba(np.zeros((1, 3)))

@@ -1,10 +1,12 @@
-"""The dp-sgd method and its training loop: recorded privacy, sampling, noise, refusals."""
+"""The dp-sgd method and its training loop: the ledger charges what the loop runs,
+sampling, noise, refusals."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
 from benchmarks.contract import Budget, Split
+from benchmarks.privacy import SampledGaussian
 from methods.dp_sgd import DPSGD
 
 tf = pytest.importorskip("tensorflow")
@@ -22,24 +24,64 @@ def tiny_split(n=300, seed=0):
     return Split(x, y)
 
 
-def test_recorded_epsilon_equals_dp_accounting_recomputed():
-    method = DPSGD(Budget(2.0, 1e-4), seed=3, epochs=1.0, batch_size=30)
-    method.fit(tiny_split(), 3)
-    spent = method.spent()
-    d = spent.details
+def independent_epsilon(sigma, rate, steps, delta):
     accountant = dp_accounting.rdp.RdpAccountant()
     accountant.compose(dp_accounting.SelfComposedDpEvent(
-        dp_accounting.PoissonSampledDpEvent(
-            30 / 300, dp_accounting.GaussianDpEvent(d["noise_multiplier"])), 10))
-    assert (d["sampling_rate"], d["steps"]) == (30 / 300, 10)
-    assert spent.epsilon == pytest.approx(accountant.get_epsilon(1e-4), rel=1e-12)
-    assert spent.epsilon == d["epsilon_rdp"] <= 2.0
-    assert d["epsilon_pld"] <= d["epsilon_rdp"]
-    assert spent.delta == d["delta"] == 1e-4
-    assert d["clip_norm"] == 1.0
-    assert d["notion"]["protects"] == "inputs and labels"
-    assert d["notion"]["neighbours"] == "add/remove"
-    assert method.predict_proba(tiny_split(5, seed=1).x).shape == (5, 3)
+        dp_accounting.PoissonSampledDpEvent(rate, dp_accounting.GaussianDpEvent(sigma)), steps))
+    return accountant.get_epsilon(delta)
+
+
+class ObservedStep(dp_training.DPSGDStep):
+    """The training loop's step, watched: how often it runs, the batches it samples and
+    the noise it adds."""
+
+    seen: list["ObservedStep"] = []
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.batch_sizes: list[int] = []
+        compiled = self.step
+
+        def counted():
+            size, loss = compiled()
+            self.batch_sizes.append(int(size))
+            return size, loss
+
+        self.step = counted
+        ObservedStep.seen.append(self)
+
+
+def test_the_ledger_charges_what_the_loop_runs(monkeypatch):
+    """Recompute epsilon from what the loop did (steps run, realised sampling rate, noise
+    added), independently of what it was told: a loop that runs more steps, samples at
+    a higher rate or adds less noise than its charge says fails here."""
+    ObservedStep.seen.clear()
+    monkeypatch.setattr(dp_training, "DPSGDStep", ObservedStep)
+    method = DPSGD(Budget(2.0, 1e-4), seed=3, epochs=3.0, batch_size=30)
+    method.fit(tiny_split(), 3)
+    [charge] = method.ctx.ledger.charges
+    [step] = ObservedStep.seen
+    assert isinstance(charge.cost, SampledGaussian)
+    assert len(step.batch_sizes) == charge.cost.steps == 30
+    realised = np.mean(step.batch_sizes) / 300
+    spread = np.sqrt(charge.cost.sampling_rate * (1 - charge.cost.sampling_rate) / (300 * 30))
+    assert abs(realised - charge.cost.sampling_rate) < 5 * spread
+    assert step.noise_std == pytest.approx(charge.cost.noise_multiplier * step.clip_norm)
+    observed = independent_epsilon(step.noise_std / step.clip_norm, 30 / 300,
+                                   len(step.batch_sizes), 1e-4)
+    total = method.spent()
+    assert total.epsilon == pytest.approx(observed, rel=1e-9)
+    assert total.epsilon <= 2.0 and total.delta == 1e-4
+    assert total.details["epsilon_pld"] <= total.epsilon
+    assert method.privacy_details()["clip_norm"] == 1.0
+
+
+def test_poisson_coins_are_float64():
+    """A float32 uniform would round the sampling rate up slightly."""
+    step = make_step(1.0)
+    graph = tf.function(step.poisson_batch).get_concrete_function().graph
+    uniforms = [op for op in graph.get_operations() if "Uniform" in op.type]
+    assert uniforms and all(op.get_attr("dtype") == tf.float64 for op in uniforms)
 
 
 @pytest.mark.parametrize("budget, hparams, message", [
@@ -55,6 +97,7 @@ def test_unmeetable_budgets_stop_before_training(budget, hparams, message, monke
     method = DPSGD(budget, seed=0, **hparams)
     with pytest.raises(ValueError, match=message):
         method.fit(tiny_split(), 3)
+    assert method.ctx.ledger.charges == []
 
 
 def test_batchnorm_is_refused_with_a_reason():
@@ -109,11 +152,12 @@ def test_public_pretraining_then_private_fine_tuning(monkeypatch):
 
     public = tiny_split(200, seed=5)
     public = Split(public.x, (public.y + np.arange(200)) % 4)  # four public classes
-    monkeypatch.setattr(datasets, "load", lambda name: Dataset(
-        name, "image", 4, public, public, fingerprint="test"))
+    monkeypatch.setattr(datasets, "load", lambda name, data_dir=None: Dataset(
+        name, "image", 4, public, public, fingerprint="public-test"))
     method = DPSGD(Budget(2.0, 1e-4), seed=0, epochs=1.0, batch_size=30,
                    pretrain="cifar100", pretrain_epochs=1)
     method.fit(tiny_split(), 3)
     assert method.predict_proba(tiny_split(4, seed=2).x).shape == (4, 3)
-    assert method.spent().details["public_pretraining"] == "cifar100"
+    assert method.privacy_details()["public_pretraining"] == "cifar100"
+    assert method.ctx.datasets_used == {"cifar100": "public-test"}
     assert "pre-trained on cifar100" in method.variant()

@@ -8,9 +8,10 @@ import sys
 
 import dp_accounting
 import pytest
-from dp_accounting import pld, rdp
+from dp_accounting import rdp
 
-from methods import dp_sgd_calibration as cal
+from benchmarks.privacy import dp_sgd as cal
+from benchmarks.privacy.rdp import sampled_gaussian_epsilon, sampled_gaussian_pld_epsilon
 
 
 def independent_rdp(sigma, rate, steps, delta):
@@ -24,8 +25,8 @@ def test_environment_cross_check_is_reproduced():
     # N = 60,000, batch 256, sigma 1.1, 60 epochs, delta 1e-5 (environment.md)
     steps = cal.steps_for(60_000, 256, 60)
     assert steps == 14_063
-    assert round(cal.rdp_epsilon(1.1, 256 / 60_000, steps, 1e-5), 3) == 2.597
-    assert round(cal.pld_epsilon(1.1, 256 / 60_000, steps, 1e-5), 3) == 2.382
+    assert round(sampled_gaussian_epsilon(1.1, 256 / 60_000, steps, 1e-5), 3) == 2.597
+    assert round(sampled_gaussian_pld_epsilon(1.1, 256 / 60_000, steps, 1e-5), 3) == 2.382
 
 
 def test_calibration_matches_dp_accounting_and_is_tight():
@@ -67,7 +68,7 @@ def test_unusable_budgets_raise_one_clear_error(args, message):
 
 
 def run_command(*args):
-    return subprocess.run([sys.executable, "-m", "methods.dp_sgd_calibration", *args],
+    return subprocess.run([sys.executable, "-m", "benchmarks.cli", "privacy", "dp-sgd", *args],
                           capture_output=True, text=True, check=False)
 
 

@@ -8,7 +8,7 @@ import pytest
 from benchmarks import datasets
 from benchmarks.contract import Budget, Split
 from methods import lp_mst
-from methods.lp_mst import LP3ST, per_epsilon_settings
+from methods.lp_mst import LP2ST, LP3ST, per_epsilon_settings
 
 
 @pytest.fixture(scope="module")
@@ -17,7 +17,8 @@ def tiny():
     return Split(ds.train.x[:300], ds.train.y[:300])
 
 
-def test_every_label_is_randomized_exactly_once(tiny, monkeypatch):
+def recording_rr(monkeypatch):
+    """Replace lp_mst's RRWithPrior by a recorder of each call's labels and priors."""
     calls = []
     real = lp_mst.rr_with_prior
 
@@ -26,15 +27,42 @@ def test_every_label_is_randomized_exactly_once(tiny, monkeypatch):
         return real(labels, priors, epsilon, rng)
 
     monkeypatch.setattr(lp_mst, "rr_with_prior", recording)
+    return calls
+
+
+def test_every_example_is_randomized_exactly_once_and_charged(tiny, monkeypatch):
+    """By example index: the charges' index sets partition the training set, and each
+    stage randomizes exactly the labels of the examples its charge names, once."""
+    calls = recording_rr(monkeypatch)
     method = LP3ST(Budget(2.0), seed=0, epochs=1, batch_size=64).fit(tiny, 10)
-    assert len(calls) == 3
-    assert all(eps == 2.0 for _, _, eps in calls)
-    queried = np.concatenate([labels for labels, _, _ in calls])
-    assert len(queried) == len(tiny)  # no label is queried twice or skipped
-    np.testing.assert_array_equal(np.sort(queried), np.sort(tiny.y))
+    charges = method.ctx.ledger.charges
+    assert len(calls) == len(charges) == 3
+    charged = np.concatenate([charge.touches.examples for charge in charges])
+    np.testing.assert_array_equal(np.sort(charged), np.arange(len(tiny)))
+    for (labels, _, epsilon), charge in zip(calls, charges):
+        assert epsilon == charge.cost.epsilon == 2.0
+        np.testing.assert_array_equal(labels, tiny.y[charge.touches.examples])
     # Stage 1 uses the uniform prior: plain randomized response.
     np.testing.assert_allclose(calls[0][1], 0.1)
-    assert method.spent().epsilon == 2.0 and method.spent().delta == 0.0
+    total = method.spent()
+    assert (total.epsilon, total.delta, total.composition) == (2.0, 0.0, "pure")
+
+
+def test_a_stage_prior_never_reads_its_own_examples_labels(tiny, monkeypatch):
+    """The stage-2 prior is the stage-1 model's prediction on public inputs: changing
+    the true labels of stage 2's own examples must leave every stage-2 prior unchanged
+    (a prior mixed with the true label, e.g. 0.05 prior + 0.95 one-hot, fails here)."""
+    calls = recording_rr(monkeypatch)
+    method = LP2ST(Budget(1.0), seed=0, epochs=1, batch_size=64).fit(tiny, 10)
+    first_stage, (stage_two_labels, stage_two_priors, _) = calls[0], calls[1]
+    own = method.ctx.ledger.charges[1].touches.examples  # stage 2's examples
+    relabelled = tiny.y.copy()
+    relabelled[own] = (relabelled[own] + 1 + np.arange(len(own)) % 9) % 10
+    calls.clear()
+    LP2ST(Budget(1.0), seed=0, epochs=1, batch_size=64).fit(Split(tiny.x, relabelled), 10)
+    np.testing.assert_array_equal(calls[0][0], first_stage[0])  # stage 1 saw the same labels
+    assert not np.array_equal(calls[1][0], stage_two_labels)  # stage 2's labels did change
+    np.testing.assert_array_equal(calls[1][1], stage_two_priors)
 
 
 def test_partition_covers_every_example_once_and_ignores_labels():
@@ -58,9 +86,7 @@ def test_hyperparameters_override_the_per_epsilon_table():
 
 
 def test_ratings_train_the_collaborative_filtering_model_and_report_rmse():
-    from benchmarks.contract import Dataset
-    from benchmarks.runner import evaluate
-    from methods.lp_mst import LP2ST
+    from benchmarks.metrics import evaluate
 
     rng = np.random.default_rng(0)
     pairs = np.stack([rng.integers(0, 50, 400), rng.integers(0, 80, 400)], 1)
@@ -69,7 +95,7 @@ def test_ratings_train_the_collaborative_filtering_model_and_report_rmse():
     method = LP2ST(Budget(4.0), seed=0, model="ncf", epochs=2, batch_size=64,
                    mixup_alpha=0.0, later_mixup_alpha=0.0).fit(train, 5)
     proba = method.predict_proba(test.x)
-    metrics = evaluate(Dataset("ratings-demo", "ratings", 5, train, test, "x"), proba)
+    metrics = evaluate("ratings", 5, test.y, proba)
     assert proba.shape == (100, 5) and 0 <= metrics["rmse"] <= 4
 
 

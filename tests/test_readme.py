@@ -8,21 +8,25 @@ import numpy as np
 
 from benchmarks import datasets
 from benchmarks.contract import _REGISTRY, Budget
+from contract_checks import check_uncharged_data_has_no_influence  # tests/contract_checks.py
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
 
-def test_readme_example_method_registers_and_fits():
+def test_readme_example_method_registers_fits_and_charges_its_ledger():
     block = re.search(r"```python\n(# methods/.*?)```", README.read_text(), re.S).group(1)
     module = types.ModuleType("readme_example")
     try:
         exec(compile(block, "README.md", "exec"), module.__dict__)
-        method = _REGISTRY["majority-vote"]
-        assert method.skip_reason("image", Budget(1.0)) is not None  # non-private only
+        method = _REGISTRY["noisy-majority"]
         data = datasets.load("digits")
-        fitted = method(Budget(math.inf), seed=0).fit(data.train, data.num_classes)
+        fitted = method(Budget(1.0), seed=0).fit(data.train, data.num_classes)
         proba = fitted.predict_proba(data.test.x)
         assert proba.shape == (len(data.test), data.num_classes)
         np.testing.assert_allclose(proba.sum(1), 1)
+        total = fitted.spent()
+        assert (total.epsilon, total.delta, total.composition) == (1.0, 0.0, "pure")
+        check_uncharged_data_has_no_influence(method)
+        assert math.isinf(method(Budget(math.inf)).fit(data.train, 10).spent().epsilon)
     finally:
-        _REGISTRY.pop("majority-vote", None)
+        _REGISTRY.pop("noisy-majority", None)

@@ -1,4 +1,3 @@
-import importlib
 import pkgutil
 import subprocess
 import sys

@@ -96,15 +96,58 @@ def test_every_link_resolves_and_cells_reach_the_raw_records(site):
 def test_cell_page_lists_provenance(site):
     html = "".join(page.read_text() for page in (site / "cells").glob("*.html"))
     for piece in ("0123456789abcdef0123456789abcdef01234567", "dirty", "sha256:mnist-golden",
-                  "61.5 s", "out of memory", "batch_size", "1.26.4", "epsilon=2.0"):
+                  "61.5 s", "out of memory", "batch_size", "1.26.4", "epsilon=2, delta=0",
+                  "Where the budget went", "RRWithPrior", "stage 1 of 1"):
         assert piece in html, piece
+
+
+def test_no_private_diagnostic_reaches_the_site(site):
+    """The golden DP-ERM record carries private diagnostics (noise norm, held-out
+    mistakes, solver gradient) and the failed record a traceback: none may appear in
+    any file of the site, raw JSON copies included."""
+    for path in site.rglob("*"):
+        if path.is_file() and path.suffix != ".png":
+            text = path.read_text()
+            for secret in ("31415.9265", "271828", "161803", "6.02214e-23", "diagnostics",
+                           "Traceback"):
+                assert secret not in text, (path, secret)
+
+
+def test_section_explanations_match_the_neighbour_relation(site):
+    sections = (site / "index.html").read_text().split('<div class="section')
+
+    def section_with(method: str) -> str:
+        return next(text for text in sections if f"<strong>{method}</strong>" in text)
+
+    dp_erm = section_with("dp-erm-objective")
+    assert "one record replaced (the dataset size n stays fixed)" in dp_erm
+    assert "adding or removing" not in dp_erm
+    assert "adding or removing one record" in section_with("dp-sgd")
+    assert "one example&#39;s label replaced" in section_with("lp-1st")
+
+
+def test_superseded_configurations_are_hidden_counted_and_shown_on_request(tmp_path):
+    current = {path.stem.replace(".failed", "").rsplit("-s", 1)[0]
+               for path in (GOLDEN / "records").glob("*.json")}
+    current = {f"cfg-{name}" for name in current} - {"cfg-mnist-lp1st-e1"}
+    hidden = reports.build(GOLDEN / "records", tmp_path / "hidden", current_configs=current)
+    html = hidden.read_text()
+    assert "2 records of 1 configuration" in html and "--show-superseded" in html
+    rows = _read_rows(tmp_path / "hidden" / "rows.csv")
+    assert "cfg-mnist-lp1st-e1" not in set(rows.cell.dropna())
+    assert not (tmp_path / "hidden" / "cells" / "cfg-mnist-lp1st-e1.html").exists()
+    shown = reports.build(GOLDEN / "records", tmp_path / "shown", current_configs=current,
+                          show_superseded=True)
+    rows = _read_rows(tmp_path / "shown" / "rows.csv")
+    assert rows[rows.cell == "cfg-mnist-lp1st-e1"].superseded.all()
+    assert '<span class="tag">superseded</span>' in shown.read_text()
 
 
 def _results_with(tmp_path, **changes):
     results = tmp_path / "results"
     shutil.copytree(GOLDEN / "records", results)
     record = json.loads((results / "mnist-lp1st-e1-s0.json").read_text())
-    record.update(changes, cell_id="extra")
+    record.update(changes, cell_id="extra", config_id="cfg-extra")
     (results / "extra.json").write_text(json.dumps(record))
     return results
 
@@ -132,20 +175,29 @@ def test_tolerance_decides_the_marks():
 
 def test_missing_results_dir_is_one_line_and_writes_nothing(tmp_path, capsys):
     out = tmp_path / "site"
-    assert reports.main(["--results", str(tmp_path / "nope"), "--out", str(out)]) == 1
+    assert reports.main(["--results", str(tmp_path / "nope"), "--out", str(out)]) == 2
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and "does not exist" in error
     assert list(tmp_path.iterdir()) == []
 
 
+GOOD_PRIVACY = ('"privacy": {"protects": "nothing", "neighbours": "none", "kind": "none", '
+                '"accountant": "none", "epsilon": "inf", "delta": 0}')
+
+
 @pytest.mark.parametrize("text, message", [
     ("{not json", "is not a JSON object"),
     ("[1, 2]", "is not a JSON object"),
-    ('{"schema": 1, "cell_id": "x", "suite": "quick", "status": "ok", "method": "m", '
-     '"dataset": "mnist", "seed": 0, "variant": "", "epsilon": "inf", "delta": 0, '
-     '"privacy": {"protects": "nothing", "neighbours": "none", "kind": "none", '
-     '"accountant": "none"}, "metrics": {}}', "metrics.accuracy_pct is None"),
-    ('{"schema": 1, "status": "ok"}', "missing cell_id"),
+    ('{"schema": 2, "cell_id": "x", "config_id": "y", "suite": "quick", "status": "ok", '
+     '"method": "m", "dataset": "mnist", "seed": 0, "variant": "", "epsilon": "inf", '
+     '"delta": 0, ' + GOOD_PRIVACY + ', "metrics": {}}', "needs one of the metrics"),
+    ('{"schema": 2, "cell_id": "x", "config_id": "y", "suite": "quick", "status": "ok", '
+     '"method": "m", "dataset": "mnist", "seed": 0, "epsilon": 1, "delta": 0, '
+     '"privacy": {"protects": "labels", "neighbours": "sideways", "kind": "pure", '
+     '"accountant": "none", "epsilon": 1}, "metrics": {"accuracy_pct": 1}}',
+     "privacy.neighbours is 'sideways'"),
+    ('{"schema": 1, "status": "ok"}', "schema 1, expected 2"),
+    ('{"schema": 2, "status": "ok"}', "missing cell_id"),
 ])
 def test_bad_record_keeps_the_previous_site(tmp_path, text, message, site):
     out = tmp_path / "site"

@@ -12,6 +12,7 @@ import pytest
 
 from benchmarks import runner
 from benchmarks.cli import main
+from benchmarks.privacy import LABEL_DP_PURE
 from benchmarks.records import read_records
 from benchmarks.suites import SuiteError, load_suite
 
@@ -39,26 +40,51 @@ def test_records_carry_metrics_privacy_and_provenance(tmp_path):
     records = list(read_records(results))
     assert len(records) == 4
     r = records[0]
-    assert r["status"] == "ok" and 0 <= r["metrics"]["accuracy_pct"] <= 100
-    assert r["privacy"]["protects"] == "labels"
-    assert r["privacy"]["neighbours"] == "substitution"
-    assert r["privacy"]["epsilon"] <= r["epsilon"]
-    assert len(r["provenance"]["git_commit"]) >= 7 or r["provenance"]["git_commit"] == "unknown"
-    assert {"packages", "device", "git_dirty"} <= set(r["provenance"])
-    assert r["dataset_fingerprint"] and r["wall_time_s"] > 0 and r["hparams"]["epochs"] == 1
+    assert r.ok and 0 <= r.metrics["accuracy_pct"] <= 100
+    assert r.privacy.notion == LABEL_DP_PURE
+    assert r.privacy.epsilon == r.epsilon and r.privacy.composition == "pure"
+    [entry] = r.privacy.ledger  # LP-1ST: one RRWithPrior charge on every label
+    assert entry["mechanism"] == "RRWithPrior" and entry["touches"]["field"] == "labels"
+    assert len(r.provenance["git_commit"]) >= 7 or r.provenance["git_commit"] == "unknown"
+    assert {"packages", "device", "git_dirty"} <= set(r.provenance)
+    assert r.dataset_fingerprint and r.wall_time_s > 0 and r.hparams["epochs"] == 1
+    assert r.datasets_used == {"digits": r.dataset_fingerprint}
+    # Seeds share a configuration identity; the cell identity adds the seed.
+    by_epsilon = {}
+    for record in records:
+        by_epsilon.setdefault(record.epsilon, set()).add(record.config_id)
+    assert all(len(ids) == 1 for ids in by_epsilon.values()) and len(by_epsilon) == 2
+    assert len({record.cell_id for record in records}) == 4
     # A second run finds everything done and writes nothing.
     before = sorted(p.name for p in results.iterdir())
     assert main(["run", "--suite", write_suite(tmp_path), "--results", str(results)]) == 0
     assert sorted(p.name for p in results.iterdir()) == before
 
 
+FAILING_SUITE = """
+name = "failing"
+description = "test: delta >= 1/N makes DP-SGD refuse at fit time"
+[[block]]
+datasets = ["digits"]
+methods = ["dp-sgd"]
+epsilons = [1, 4]
+delta = 0.01
+seeds = [0, 1]
+"""
+
+
 def test_failed_cell_is_recorded_shown_and_retried_only_when_asked(tmp_path, capsys):
     results = tmp_path / "results"
-    suite = write_suite(tmp_path, extra=', model = "no-such-model"')
+    suite = tmp_path / "failing.toml"
+    suite.write_text(FAILING_SUITE)
+    suite = str(suite)
     assert main(["run", "--suite", suite, "--results", str(results)]) == 1
     failed = [r for r in read_records(results)]
-    assert len(failed) == 4 and all(r["status"] == "failed" for r in failed)
-    assert "no-such-model" in failed[0]["error"]
+    assert len(failed) == 4 and all(not r.ok for r in failed)
+    assert "1/N" in failed[0].error
+    # A failed record still says what its number would have meant.
+    assert failed[0].privacy.notion.protects.value == "inputs and labels"
+    assert "Traceback" in failed[0].diagnostics["traceback"]
     main(["status", "--suite", suite, "--results", str(results)])
     assert "4 failed" in capsys.readouterr().out
     states = [s for _, s in runner.plan(load_suite(suite), results, tmp_path)]
@@ -93,6 +119,14 @@ def test_kill_minus_nine_then_resume_loses_and_duplicates_nothing(tmp_path):
     assert all(after[name] == data for name, data in first.items())  # untouched
     ids = [json.loads(data)["cell_id"] for data in after.values()]
     assert len(set(ids)) == 4
+
+
+def test_a_typo_in_a_setting_stops_the_suite_before_any_cell(tmp_path, capsys):
+    suite = write_suite(tmp_path, extra=', model = "no-such-model"')
+    assert main(["run", "--suite", suite, "--results", str(tmp_path / "results")]) == 2
+    error = capsys.readouterr().err.strip()
+    assert len(error.splitlines()) == 1 and "unknown model 'no-such-model'" in error
+    assert not (tmp_path / "results").exists()
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -14,8 +14,8 @@ def test_smoke_suite_runs_and_reports(tmp_path):
     records = list(read_records(results))
     runnable = [c for c in load_suite("smoke").cells if not c.skip]
     assert len(records) == len(runnable)
-    assert all(r["status"] == "ok" for r in records)
-    assert {r["method"] for r in records} == {c.method for c in runnable}
+    assert all(r.ok for r in records)
+    assert {r.method for r in records} == {c.method for c in runnable}
     assert main(["report", "--results", str(results), "--out", str(site)]) == 0
     with open(site / "rows.csv") as f:
         ours = [row for row in csv.DictReader(f) if row.get("suite") == "smoke"]

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from sklearn.datasets import load_digits
 
-from benchmarks.contract import NON_PRIVATE, Budget, Split, _REGISTRY
+from benchmarks.contract import Budget, Split, _REGISTRY
+from benchmarks.privacy import NON_PRIVATE, Accountant, Field, Kind, Neighbours, Protects
 from methods import corruption, spread_lr
 from methods.spread_lr import (LogisticRegressionClean, LogisticRegressionNoisy,
                                SpreadLogisticRegression)
@@ -33,9 +34,25 @@ def test_methods_register_with_their_notions():
     assert LogisticRegressionClean.notion == NON_PRIVATE
     for cls in (LogisticRegressionNoisy, SpreadLogisticRegression):
         assert _REGISTRY[cls.name] is cls
-        assert cls.notion.protects == "labels and pixels, each by local randomised response"
-        assert "no overall model epsilon" in cls.notion.accountant
-        assert cls.notion.kind == "pure" and cls.notion.neighbours == "substitution"
+        notion = cls.notion_for(Budget(1.0), cls.defaults)
+        assert notion.protects is Protects.LOCAL_LABELS_AND_PIXELS
+        assert notion.accountant is Accountant.LOCAL
+        assert (notion.kind, notion.neighbours) == (Kind.PURE, Neighbours.SUBSTITUTION)
+        gaussian = cls.notion_for(Budget(1.0), {**cls.defaults, "input_noise": "gaussian"})
+        assert gaussian.protects is Protects.LOCAL_LABELS_GAUSSIAN_PIXELS
+        assert cls.notion_for(Budget(math.inf), cls.defaults) == NON_PRIVATE
+
+
+def test_the_true_prior_oracle_says_the_pixels_are_not_protected(sevens_and_nines):
+    hparams = {**SpreadLogisticRegression.defaults, "prior": "true"}
+    notion = SpreadLogisticRegression.notion_for(Budget(1.0), hparams)
+    assert notion.protects is Protects.LOCAL_LABELS_CLEAN_PIXELS
+    assert "NOT protected" in notion.protects.value
+    m = SpreadLogisticRegression(Budget(1.0), seed=0, prior="true",
+                                 **SpreadLogisticRegression.tiny_hparams)
+    m.fit(sevens_and_nines[0], 2)
+    oracle = [c for c in m.ctx.ledger.charges if c.mechanism == "true-prior oracle"]
+    assert len(oracle) == 1 and oracle[0].touches.field is Field.INPUTS
 
 
 def test_pixel_posterior_sampler_matches_the_exact_posterior():
@@ -138,22 +155,26 @@ def test_spent_reports_label_epsilon_and_pixel_epsilon(sevens_and_nines, epsilon
     m = SpreadLogisticRegression(Budget(epsilon), seed=0, **SpreadLogisticRegression.tiny_hparams)
     spent = m.fit(train, 2).spent()
     p_f = 1 / (1 + math.exp(epsilon))
-    assert spent.epsilon <= epsilon and spent.epsilon == pytest.approx(epsilon)
-    assert spent.details["flip_probability"] == pytest.approx(p_f)
+    # The headline epsilon is the label flip's: the pixels' charge is on the inputs.
+    assert m.budget.covers(spent) and spent.epsilon == pytest.approx(epsilon)
+    assert m.privacy_details()["flip_probability"] == pytest.approx(p_f)
+    label, pixels = m.ctx.ledger.charges
+    assert (label.touches.field, pixels.touches.field) == (Field.LABELS, Field.INPUTS)
     if math.isfinite(epsilon):
         pixel = math.log(255 * (1 - p_f) / p_f)
-        assert spent.details["pixel_local_epsilon"] == pytest.approx(pixel)
-        assert spent.details["image_local_epsilon"] == pytest.approx(
-            64 * spent.details["pixel_local_epsilon"])
-    json.dumps(spent.details, allow_nan=False)  # the record store refuses NaN and inf
+        assert pixels.details["pixel_epsilon"] == pytest.approx(pixel)
+        assert pixels.cost.epsilon == pytest.approx(64 * pixel)
+    json.dumps(m.ctx.ledger.entries(0.0), allow_nan=False)  # the record store refuses NaN
 
 
 def test_gaussian_noise_has_no_pixel_epsilon(sevens_and_nines):
     train, _ = sevens_and_nines
-    spent = LogisticRegressionNoisy(Budget(1.0), seed=0, input_noise="gaussian", steps=5) \
-        .fit(train, 2).spent()
-    assert spent.details["pixel_local_epsilon"].startswith("none")
-    assert spent.details["input_variance"] == 0.1
+    m = LogisticRegressionNoisy(Budget(1.0), seed=0, input_noise="gaussian", steps=5)
+    spent = m.fit(train, 2).spent()
+    assert spent.epsilon == pytest.approx(1.0)
+    [pixels] = [c for c in m.ctx.ledger.charges if c.touches.field is Field.INPUTS]
+    assert pixels.cost.as_dict()["type"] == "unprotected"
+    assert pixels.details["input_variance"] == 0.1
 
 
 def test_variants_name_the_oracle_and_the_noise():

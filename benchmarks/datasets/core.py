@@ -20,13 +20,14 @@ import numpy as np
 from benchmarks.atomic import atomic_write
 from benchmarks.contract import Dataset, Split
 from benchmarks.datasets.splits import check_splits
+from benchmarks.errors import PrivboardError
 from benchmarks.registry import unknown
 
 TASKS = ("image", "tabular", "ratings")
 ALGORITHMS = ("md5", "sha256")
 
 
-class DataError(Exception):
+class DataError(PrivboardError):
     """A dataset file is missing, corrupt or has the wrong checksum.
 
     The message is one line: the file, what is wrong, the expected checksum, and where

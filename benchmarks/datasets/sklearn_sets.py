@@ -5,6 +5,7 @@ was computed once and is written below, so a changed copy is caught like a bad f
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Callable
 
@@ -14,17 +15,22 @@ import pandas as pd
 from benchmarks.contract import Split
 from benchmarks.datasets.core import DatasetSpec, register
 from benchmarks.datasets.splits import fixed_split, image_split
-from benchmarks.datasets.tabular import Linear, encode
+from benchmarks.datasets.tabular import Linear, Log, encode
 
 SOURCE = "sklearn arrays"
 OBTAIN = "reinstall scikit-learn"
 
-# Upper ends of the feature ranges published in the dataset's description (all features
-# are non-negative); values beyond are clipped.
-BREAST_CANCER_MAX = (28.11, 39.28, 188.5, 2501.0, 0.163, 0.345, 0.427, 0.201, 0.304, 0.097,
-                     2.873, 4.885, 21.98, 542.2, 0.031, 0.135, 0.396, 0.053, 0.079, 0.03,
-                     36.04, 49.54, 251.2, 4254.0, 0.223, 1.058, 1.252, 0.291, 0.664, 0.208)
-BREAST_CANCER_SCHEMA = tuple(Linear(0, high) for high in BREAST_CANCER_MAX)
+# Public ranges from what each feature measures (the dataset's wdbc.names), never from
+# the data: sizes are in pixels of the 640x480 digitised image, so a nucleus' radius is
+# below 240 and its perimeter and area below those of that circle; texture is the
+# standard deviation of 8-bit grey levels (below 127.5); the six shape features are
+# dimensionless ratios near [0, 1], taken on [0, 2] and clipped. Sizes span decades,
+# hence their log scale. The ten features come as means, standard errors and "worst"
+# values (means of the three largest), each bounded like the feature itself.
+_RADIUS = 240.0
+_FEATURE_RANGES = (Log(_RADIUS), Log(127.5), Log(2 * math.pi * _RADIUS),
+                   Log(math.pi * _RADIUS ** 2), *(Linear(0, 2) for _ in range(6)))
+BREAST_CANCER_SCHEMA = _FEATURE_RANGES * 3
 
 
 def _verified_arrays(spec: DatasetSpec, root: Path,
@@ -69,5 +75,5 @@ register(DatasetSpec(
              "Machine Learning Repository, 1995, doi:10.24432/C5DW2B (scikit-learn's "
              "load_breast_cancer; label 1 = benign).",
     checksums=((SOURCE, "sha256:25e2eb7b7a8745b1bde5ba18bc4969983d2e2f403291ecd5bde4a29ef30c3859"),),
-    reader=read_breast_cancer, files=(), offline=True, obtain=OBTAIN,
+    reader=read_breast_cancer, files=(), offline=True, obtain=OBTAIN, version=2,
 ))

@@ -145,8 +145,10 @@ class Charge:
     details: dict[str, Any]
 
     def as_dict(self) -> dict[str, Any]:
+        details = {key: _encode(value) if isinstance(value, float) else value
+                   for key, value in self.details.items()}
         return {"mechanism": self.mechanism, "touches": self.touches.as_dict(),
-                "cost": self.cost.as_dict(), "details": self.details}
+                "cost": self.cost.as_dict(), "details": details}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -172,6 +174,16 @@ class Ledger:
 
     def relevant(self, notion: PrivacyNotion) -> list[Charge]:
         return [c for c in self.charges if c.touches.field in notion.protects.fields]
+
+    def uncovered(self, notion: PrivacyNotion, size: int) -> np.ndarray:
+        """The examples (of ``size``) that no charge on the notion's fields touches: a
+        fit must not depend on them at all."""
+        covered = np.zeros(size, dtype=bool)
+        for charge in self.relevant(notion):
+            if charge.touches.examples is None:
+                return np.empty(0, dtype=np.int64)
+            covered[charge.touches.examples] = True
+        return np.flatnonzero(~covered)
 
     def total(self, notion: PrivacyNotion, delta: float) -> Total:
         """The (epsilon, delta) that the charges on the notion's fields compose to.

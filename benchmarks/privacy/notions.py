@@ -32,7 +32,7 @@ class Protects(enum.Enum):
     @property
     def scope(self) -> str:
         return {Protects.LABELS: "label-DP", Protects.RECORDS: "full DP",
-                Protects.NOTHING: "non-private"}.get(self, "local")
+                Protects.NOTHING: "non-private"}.get(self, "local randomised response")
 
     @property
     def fields(self) -> frozenset[Field]:

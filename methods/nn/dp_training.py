@@ -5,8 +5,9 @@ Every step includes each training example independently with probability q = L/N
 adds N(0, sigma^2 C^2) noise to the sum and divides by the expected batch size L: the
 divisor must not depend on the realised batch, or the batch size itself would leak.
 That is exactly the Poisson-sampled Gaussian mechanism that
-methods.dp_sgd_calibration accounts for. Momentum and the learning-rate schedule act on
-the noised gradients only, so they are post-processing.
+benchmarks.privacy.dp_sgd calibrates, and ``fit`` charges the run's ledger with the
+sampling rate, noise multiplier and step count it actually runs. Momentum and the
+learning-rate schedule act on the noised gradients only, so they are post-processing.
 
 All randomness (sampling and noise) comes from a generator seeded with the run's seed,
 so runs are reproducible; the guarantee assumes the seed is not known to an adversary.
@@ -18,6 +19,7 @@ from typing import Callable
 import numpy as np
 import tensorflow as tf
 
+from benchmarks.privacy import Ledger, SampledGaussian, records
 from methods.nn import fast_clipping
 from methods.nn.training import WarmupSchedule
 
@@ -42,9 +44,10 @@ class DPSGDStep:
         self.step = tf.function(self._step, autograph=False)  # no tensor-dependent Python flow
 
     def poisson_batch(self) -> tf.Tensor:
-        """Indices of the examples that this step's independent coin flips include."""
-        coins = self.generator.uniform(tf.shape(self.labels)) < self.sampling_rate
-        return tf.reshape(tf.where(coins), [-1])
+        """Indices of the examples that this step's independent coin flips include.
+        The coins are float64: a float32 uniform would round the rate up slightly."""
+        coins = self.generator.uniform(tf.shape(self.labels), dtype=tf.float64)
+        return tf.reshape(tf.where(coins < self.sampling_rate), [-1])
 
     def noisy_mean_gradient(self, index: tf.Tensor) -> tuple[list[tf.Tensor], tf.Tensor]:
         grads, _, losses = fast_clipping.clipped_gradient_sum(
@@ -65,14 +68,18 @@ class DPSGDStep:
 
 def fit(model: tf.keras.Model, x: np.ndarray, labels: np.ndarray, *, steps: int,
         sampling_rate: float, noise_multiplier: float, clip_norm: float, peak_lr: float,
-        warmup: float, momentum: float, seed: int,
+        warmup: float, momentum: float, seed: int, ledger: Ledger,
         progress: Callable[[str], None] = lambda message: None, label: str = "") -> None:
-    """Train ``model`` (logits out) with DP-SGD for ``steps`` Poisson-sampled steps."""
+    """Train ``model`` (logits out) with DP-SGD for ``steps`` Poisson-sampled steps,
+    charged to ``ledger`` before the first step."""
     optimizer = tf.keras.optimizers.SGD(WarmupSchedule(peak_lr, steps, warmup),
                                         momentum=momentum)
     step = DPSGDStep(model, x, labels, sampling_rate=sampling_rate,
                      noise_multiplier=noise_multiplier, clip_norm=clip_norm,
                      optimizer=optimizer, seed=seed)
+    ledger.charge("DP-SGD (Poisson-sampled Gaussian)", records(),
+                  SampledGaussian(step.noise_std / step.clip_norm, step.sampling_rate, steps),
+                  clip_norm=step.clip_norm, dataset_size=len(labels))
     per_epoch = max(1, round(1 / sampling_rate))
     seen, loss_sum = 0, 0.0
     for i in range(1, steps + 1):

@@ -1,8 +1,9 @@
 """DP-SGD privacy calibration: the noise multiplier that meets a target (epsilon, delta).
 
 Accounting is dp_accounting's RDP accountant for the Poisson-sampled Gaussian mechanism
-(add/remove neighbours), composed over every training step; the PLD accountant's epsilon
-for the same noise is reported alongside. Each example is its own microbatch, so the
+(add/remove neighbours), composed over every training step (benchmarks.privacy.rdp, the
+same arithmetic the run's ledger uses); the PLD accountant's epsilon for the same noise
+is reported alongside. Each example is its own microbatch, so the
 sensitivity of the clipped sum is the clip norm C (no microbatching, hence no doubling).
 
 TensorFlow-free: the CLI imports this module for ``privboard privacy dp-sgd``.
@@ -13,11 +14,10 @@ import argparse
 import json
 import math
 import numbers
-import sys
 from typing import Any
 
-import dp_accounting
-from dp_accounting import pld, rdp
+from benchmarks.errors import InputError
+from benchmarks.privacy.rdp import sampled_gaussian_epsilon, sampled_gaussian_pld_epsilon
 
 # The binary search over the noise multiplier stays inside this range; a budget that no
 # multiplier in it meets is reported as unmeetable rather than silently clamped.
@@ -27,30 +27,6 @@ SIGMA_RANGE = (0.1, 1000.0)
 SIGMA_RELATIVE_TOLERANCE = 1e-4
 
 
-def _event(noise_multiplier: float, sampling_rate: float, steps: int) -> dp_accounting.DpEvent:
-    return dp_accounting.SelfComposedDpEvent(
-        dp_accounting.PoissonSampledDpEvent(
-            sampling_rate, dp_accounting.GaussianDpEvent(noise_multiplier)),
-        steps)
-
-
-def rdp_epsilon(noise_multiplier: float, sampling_rate: float, steps: int,
-                delta: float) -> float:
-    """Epsilon of ``steps`` Poisson-sampled Gaussian steps under the RDP accountant."""
-    accountant = rdp.RdpAccountant(neighboring_relation=
-                                   dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE)
-    accountant.compose(_event(noise_multiplier, sampling_rate, steps))
-    return float(accountant.get_epsilon(delta))
-
-
-def pld_epsilon(noise_multiplier: float, sampling_rate: float, steps: int,
-                delta: float) -> float:
-    """The same under the PLD accountant (tighter; pessimistic discretisation)."""
-    accountant = pld.PLDAccountant(dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE)
-    accountant.compose(_event(noise_multiplier, sampling_rate, steps))
-    return float(accountant.get_epsilon(delta))
-
-
 def steps_for(dataset_size: int, batch_size: int, epochs: float) -> int:
     """Training steps: ``epochs`` passes in expectation at sampling rate batch/N."""
     return math.ceil(epochs * dataset_size / batch_size)
@@ -58,23 +34,23 @@ def steps_for(dataset_size: int, batch_size: int, epochs: float) -> int:
 
 def validate(epsilon: float, delta: float, dataset_size: int, batch_size: int,
              epochs: float) -> None:
-    """Raise ValueError (one line) for input no DP-SGD run can honour."""
+    """Raise InputError (one line) for input no DP-SGD run can honour."""
     if not isinstance(epsilon, numbers.Real) or math.isnan(epsilon) or epsilon <= 0:
-        raise ValueError(f"epsilon must be > 0, got {epsilon!r}")
+        raise InputError(f"epsilon must be > 0, got {epsilon!r}")
     if math.isinf(epsilon):
-        raise ValueError("DP-SGD needs a finite epsilon; epsilon = inf is non-private "
+        raise InputError("DP-SGD needs a finite epsilon; epsilon = inf is non-private "
                          "training, use a non-private baseline")
     if not isinstance(delta, numbers.Real) or math.isnan(delta) or not 0 < delta < 1:
-        raise ValueError(f"delta must be in (0, 1), got {delta!r}")
+        raise InputError(f"delta must be in (0, 1), got {delta!r}")
     if int(dataset_size) != dataset_size or dataset_size < 1:
-        raise ValueError(f"dataset size must be a positive integer, got {dataset_size!r}")
+        raise InputError(f"dataset size must be a positive integer, got {dataset_size!r}")
     if int(batch_size) != batch_size or not 1 <= batch_size <= dataset_size:
-        raise ValueError(f"batch size must be an integer in [1, dataset size "
+        raise InputError(f"batch size must be an integer in [1, dataset size "
                          f"{dataset_size}], got {batch_size!r}")
     if not isinstance(epochs, numbers.Real) or not 0 < epochs < math.inf:
-        raise ValueError(f"epochs must be a positive finite number, got {epochs!r}")
+        raise InputError(f"epochs must be a positive finite number, got {epochs!r}")
     if delta >= 1 / dataset_size:
-        raise ValueError(f"delta = {delta:g} >= 1/N = {1 / dataset_size:g}: such a delta "
+        raise InputError(f"delta = {delta:g} >= 1/N = {1 / dataset_size:g}: such a delta "
                          f"allows publishing a random record; choose delta < 1/N")
 
 
@@ -83,7 +59,7 @@ def calibrate(epsilon: float, delta: float, dataset_size: int, batch_size: int,
     """The smallest noise multiplier (to 0.01%) whose RDP epsilon is <= ``epsilon``.
 
     Returns noise_multiplier, steps, sampling_rate, epsilon_rdp, epsilon_pld and delta.
-    Raises ValueError before any search when the input is invalid, and when no noise
+    Raises InputError before any search when the input is invalid, and when no noise
     multiplier in SIGMA_RANGE meets the target.
     """
     validate(epsilon, delta, dataset_size, batch_size, epochs)
@@ -91,7 +67,7 @@ def calibrate(epsilon: float, delta: float, dataset_size: int, batch_size: int,
     steps = steps_for(dataset_size, batch_size, epochs)
 
     def meets(sigma: float) -> bool:
-        return rdp_epsilon(sigma, rate, steps, delta) <= epsilon
+        return sampled_gaussian_epsilon(sigma, rate, steps, delta) <= epsilon
 
     # Bracket in factors of 4 from sigma = 1 (usual budgets need 0.5-5), since the RDP
     # accountant is slowest at large sigma.
@@ -99,7 +75,7 @@ def calibrate(epsilon: float, delta: float, dataset_size: int, batch_size: int,
     high = 1.0
     while not meets(high):
         if high >= largest:
-            raise ValueError(
+            raise InputError(
                 f"epsilon = {epsilon:g} at delta = {delta:g} is unmeetable with {steps} steps "
                 f"at sampling rate {rate:.4g}: even noise multiplier {largest:g} spends more; "
                 f"use fewer epochs or a smaller batch")
@@ -107,7 +83,7 @@ def calibrate(epsilon: float, delta: float, dataset_size: int, batch_size: int,
     low = high / 4
     while meets(low):
         if low <= smallest:
-            raise ValueError(
+            raise InputError(
                 f"epsilon = {epsilon:g} at delta = {delta:g} is met by noise multiplier "
                 f"{smallest:g} already (the bottom of the search range {SIGMA_RANGE}); such a "
                 f"budget gives no meaningful protection: train longer or use a smaller epsilon")
@@ -119,8 +95,8 @@ def calibrate(epsilon: float, delta: float, dataset_size: int, batch_size: int,
         "noise_multiplier": high,
         "steps": steps,
         "sampling_rate": rate,
-        "epsilon_rdp": rdp_epsilon(high, rate, steps, delta),
-        "epsilon_pld": pld_epsilon(high, rate, steps, delta),
+        "epsilon_rdp": sampled_gaussian_epsilon(high, rate, steps, delta),
+        "epsilon_pld": sampled_gaussian_pld_epsilon(high, rate, steps, delta),
         "delta": delta,
     }
 
@@ -140,13 +116,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print the calibration; exit code 2 with one error line for unusable input."""
-    try:
-        result = calibrate(args.epsilon, args.delta, args.dataset_size, args.batch_size,
-                           args.epochs)
-    except ValueError as error:
-        print(f"privboard privacy dp-sgd: error: {error}", file=sys.stderr)
-        return 2
+    """Print the calibration; unusable input raises InputError (one line, exit code 2)."""
+    result = calibrate(args.epsilon, args.delta, args.dataset_size, args.batch_size,
+                       args.epochs)
     if args.json:
         print(json.dumps(result))
         return 0
@@ -156,14 +128,3 @@ def run(args: argparse.Namespace) -> int:
           f"{result['epsilon_pld']:.4f} (PLD accountant) at delta {result['delta']:g}; "
           f"full DP, add/remove neighbours")
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="privboard privacy dp-sgd",
-                                     description="Calibrate DP-SGD's noise multiplier.")
-    add_arguments(parser)
-    return run(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,6 @@
+"""Empirical privacy audits: statistical lower bounds on epsilon (``bounds``) and audits of
+the privacy mechanisms on worst-case neighbouring inputs (``mechanisms``).
+
+An audit can only show that a mechanism is *not* as private as claimed; a lower bound at or
+below the claim is consistent with the claim, not a proof of it.
+"""

@@ -1,0 +1,83 @@
+"""What reaches a published site: seeds grouped by configuration identity (two settings
+of the same cells never average into one number), and no private diagnostic."""
+import json
+
+import pandas as pd
+
+from benchmarks.cli import main
+from benchmarks.records import read_records
+
+MINI = """
+name = "{name}"
+description = "test"
+[[block]]
+datasets = ["digits"]
+methods = ["lp-1st"]
+epsilons = [2]
+seeds = [0, 1]
+hparams = {{ epochs = {epochs}, batch_size = 128 }}
+"""
+
+TUNED_DP_ERM = """
+name = "tuned"
+description = "test: DP-ERM with private tuning of Lambda"
+[[block]]
+datasets = ["breast-cancer"]
+methods = ["dp-erm-objective", "dp-erm-output"]
+epsilons = [1]
+seeds = [0]
+hparams = { tune_lambdas = [0.001, 0.01, 0.1] }
+"""
+
+
+def suite_file(tmp_path, name, text):
+    path = tmp_path / f"{name}.toml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_two_configurations_of_the_same_cells_are_shown_apart(tmp_path):
+    results, site = str(tmp_path / "results"), tmp_path / "site"
+    old = suite_file(tmp_path, "old", MINI.format(name="mini", epochs=1))
+    new = suite_file(tmp_path, "new", MINI.format(name="mini", epochs=2))
+    for suite in (old, new):
+        assert main(["run", "--suite", suite, "--results", results]) == 0
+    assert len(list(read_records(tmp_path / "results"))) == 4
+
+    assert main(["report", "--results", results, "--out", str(site), "--suite", old,
+                 "--suite", new]) == 0
+    rows = pd.read_csv(site / "rows.csv", dtype={"cell": str})
+    ours = rows[(rows.suite == "mini") & (rows.method == "lp-1st")]
+    assert len(ours) == 2 and list(ours.n) == [2, 2]  # not one cell of n = 4
+    assert ours.cell.nunique() == 2
+
+    # With only the new settings current, the old runs are superseded: hidden, counted.
+    assert main(["report", "--results", results, "--out", str(site), "--suite", new]) == 0
+    rows = pd.read_csv(site / "rows.csv", dtype={"cell": str})
+    assert list(rows[rows.suite == "mini"].n) == [2]
+    assert "2 records of 1 configuration" in (site / "index.html").read_text()
+    assert main(["report", "--results", results, "--out", str(site), "--suite", new,
+                 "--show-superseded"]) == 0
+    rows = pd.read_csv(site / "rows.csv", dtype={"cell": str})
+    assert sorted(rows[rows.suite == "mini"].superseded) == [False, True]
+
+
+def test_a_dp_erm_site_with_private_tuning_publishes_no_diagnostic(tmp_path):
+    results, site = tmp_path / "results", tmp_path / "site"
+    suite = suite_file(tmp_path, "tuned", TUNED_DP_ERM)
+    assert main(["run", "--suite", suite, "--results", str(results)]) == 0
+    assert main(["report", "--results", str(results), "--out", str(site),
+                 "--suite", suite]) == 0
+    secrets = {"diagnostics"}
+    for record in read_records(results):
+        diagnostics = record.diagnostics
+        assert {"held_out_mistakes", "noise_norms", "gradient_norm"} <= set(diagnostics)
+        secrets |= set(diagnostics)
+        secrets |= {json.dumps(value) for value in diagnostics["noise_norms"]}
+        secrets.add(json.dumps(diagnostics["gradient_norm"]))
+    published = [path for path in site.rglob("*") if path.is_file() and path.suffix != ".png"]
+    assert any(path.parent.name == "records" for path in published)  # raw copies exist
+    for path in published:
+        text = path.read_text()
+        for secret in secrets:
+            assert secret not in text, (path.relative_to(site), secret)
