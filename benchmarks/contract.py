@@ -138,7 +138,20 @@ class Method:
         return None
 
     def fit(self, train: Split, num_classes: int) -> "Method":
+        """Train on the private ``train``. A method whose ``public_part`` is positive is
+        also given ``public_x``: the inputs, never the labels, of that many leading test
+        examples, which are then left out of its evaluation."""
         raise NotImplementedError
+
+    def public_part(self, dataset: str, test_size: int) -> int:
+        """How many leading test examples this method takes as public unlabelled inputs
+        (PATE's student data); 0 for methods that see only the training set."""
+        return 0
+
+    def released_public_labels(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """(indices into the public part, labels) that the method released for public
+        inputs, if any; the runner scores them against the true public labels."""
+        return None
 
     def predict_proba(self, x: np.ndarray) -> np.ndarray:
         """Class probabilities, shape (N, num_classes)."""

@@ -105,6 +105,9 @@ class RunRecord:
     privacy: Privacy
     variant: str = ""  # a display label only
     metrics: dict[str, float] = dataclasses.field(default_factory=dict)
+    # How the test set was used: {"public_inputs": k, "evaluated": n}; the first k test
+    # examples were the method's public unlabelled inputs, the other n its evaluation.
+    test_split: dict[str, int] = dataclasses.field(default_factory=dict)
     datasets_used: dict[str, str] = dataclasses.field(default_factory=dict)
     wall_time_s: float = 0.0
     started_at: str = ""
@@ -128,7 +131,7 @@ class RunRecord:
             "epsilon": encode_epsilon(self.epsilon), "delta": self.delta,
             "hparams": self.hparams, "variant": self.variant,
             "privacy": self.privacy.as_dict(), "metrics": self.metrics,
-            "datasets_used": self.datasets_used, "wall_time_s": self.wall_time_s,
+            "test_split": self.test_split, "datasets_used": self.datasets_used, "wall_time_s": self.wall_time_s,
             "started_at": self.started_at, "finished_at": self.finished_at,
             "provenance": self.provenance, **({"error": self.error} if self.error else {}),
         }
@@ -176,6 +179,7 @@ class RunRecord:
             seed=int(data["seed"]), epsilon=epsilon, delta=delta,
             hparams=dict(data.get("hparams") or {}), privacy=privacy,
             variant=str(data.get("variant", "")), metrics=dict(metrics),
+            test_split=dict(data.get("test_split") or {}),
             datasets_used=dict(data.get("datasets_used") or {}),
             wall_time_s=float(data.get("wall_time_s", 0.0)),
             started_at=str(data.get("started_at", "")),

@@ -15,11 +15,12 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
 from tqdm import tqdm
 
 from benchmarks import datasets
 from benchmarks.context import RunContext
-from benchmarks.contract import Dataset
+from benchmarks.contract import Dataset, Split
 from benchmarks.metrics import evaluate
 from benchmarks.records import Privacy, RunRecord, done_cells, write_record
 from benchmarks.registry import get_method
@@ -94,9 +95,14 @@ def run_cell(cell: Cell, data: Dataset, context: RunContext) -> RunRecord:
     try:
         method = method_cls(cell.budget, context=context, **cell.hparams)
         record.variant = method.variant()
-        method.fit(data.train, data.num_classes)
-        proba = method.predict_proba(data.test.x)
-        record.metrics = {**evaluate(data.task, data.num_classes, data.test.y, proba),
+        public = method.public_part(data.name, len(data.test))
+        method.fit(data.train, data.num_classes,
+                   **({"public_x": data.test.x[:public]} if public else {}))
+        evaluated = Split(data.test.x[public:], data.test.y[public:])
+        proba = method.predict_proba(evaluated.x)
+        record.test_split = {"public_inputs": public, "evaluated": len(evaluated)}
+        record.metrics = {**evaluate(data.task, data.num_classes, evaluated.y, proba),
+                          **released_label_metrics(method, data.test.y[:public]),
                           **method.extra_metrics()}
         record.privacy = spent_privacy(method, cell)
         record.status = "ok"
@@ -108,6 +114,19 @@ def run_cell(cell: Cell, data: Dataset, context: RunContext) -> RunRecord:
     record.finished_at = _now()
     record.provenance = provenance()
     return record
+
+
+def released_label_metrics(method, public_labels) -> dict[str, float]:
+    """The accuracy of the labels a method released for public inputs (PATE's
+    aggregated labels), scored here so that no method ever reads a public label."""
+    released = method.released_public_labels()
+    if released is None:
+        return {}
+    index, labels = released
+    if not len(index):
+        return {"released_labels": 0}
+    return {"released_labels": len(index),
+            "released_label_accuracy_pct": 100.0 * float(np.mean(labels == public_labels[index]))}
 
 
 def spent_privacy(method, cell: Cell) -> Privacy:
