@@ -42,20 +42,29 @@ def _as_count(value, name: str) -> int:
 
 
 def _as_priors(priors) -> np.ndarray:
-    p = np.asarray(priors, dtype=float)
+    """The priors as a 2-D float32 or float64 array, not copied when already one: a model's
+    float32 softmax is used as it is (a float64 copy of 1M x 100 priors costs more than
+    the randomization). Their values are checked by _check_priors, block by block."""
+    p = np.asarray(priors)
+    if p.dtype not in (np.float32, np.float64):
+        p = p.astype(np.float64)
     if p.ndim != 2 or p.shape[1] == 0:
         raise ValueError(f"priors must be a 2-D array (N, K) with K >= 1, got shape {p.shape}")
+    return p
+
+
+def _check_priors(p: np.ndarray, first_row: int = 0) -> None:
+    """Each row non-negative and summing to 1; ``first_row`` numbers the rows of a block."""
     lowest = p.min(initial=np.inf)
     if np.isnan(lowest):
         raise ValueError("priors contain NaN")
     if lowest < 0:
         raise ValueError(f"priors must be non-negative, found {lowest}")
-    sums = p.sum(axis=1)
+    sums = p.sum(axis=1, dtype=np.float64)
     bad = np.flatnonzero(np.abs(sums - 1.0) > _SUM_TOLERANCE)
     if bad.size:
         raise ValueError(f"each row of priors must sum to 1 (within {_SUM_TOLERANCE}); "
-                         f"row {bad[0]} sums to {sums[bad[0]]}")
-    return p
+                         f"row {first_row + bad[0]} sums to {sums[bad[0]]}")
 
 
 def _as_classes(values, length: int | None, num_classes: int, name: str) -> np.ndarray:
@@ -184,6 +193,7 @@ def _randomize(labels, priors, k, epsilon, rng) -> np.ndarray:
     out = np.empty(len(labels), dtype=np.intp)
     for start in range(0, len(labels), _BLOCK_ROWS):
         block = slice(start, start + _BLOCK_ROWS)
+        _check_priors(priors[block], start)
         desc = _sorted_desc(priors[block])
         k_block = _optimal_k(desc, epsilon) if k is None else k[block]
         out[block] = _sample_top_k(labels[block], priors[block], desc, k_block, epsilon,
@@ -201,9 +211,16 @@ def _top_k_distribution(labels, priors, desc, k, epsilon) -> np.ndarray:
     return dist
 
 
-def _checked(labels, priors, epsilon):
-    p = _as_priors(priors)
+def _checked(labels, priors, epsilon, whole: bool = True):
+    """Validated arguments; ``whole=False`` leaves the priors' values to the block loop."""
+    p = _checked_priors(priors) if whole else _as_priors(priors)
     return _as_classes(labels, len(p), p.shape[1], "labels"), p, _as_epsilon(epsilon)
+
+
+def _checked_priors(priors) -> np.ndarray:
+    p = _as_priors(priors)
+    _check_priors(p)
+    return p
 
 
 def optimal_k(priors, epsilon) -> np.ndarray:
@@ -212,7 +229,7 @@ def optimal_k(priors, epsilon) -> np.ndarray:
     w_k is P(output == label) when the label is drawn from the prior; among equal w_k the
     larger k is chosen. Returns an int array (N,).
     """
-    p = _as_priors(priors)
+    p = _checked_priors(priors)
     return _optimal_k(_sorted_desc(p), _as_epsilon(epsilon))
 
 
@@ -223,7 +240,7 @@ def rr_top_k(labels, priors, k, epsilon, rng) -> np.ndarray:
     otherwise replaced by another member, each with probability 1 / (e^eps + k - 1); a label
     outside it is replaced by a uniformly drawn member.
     """
-    labels, p, eps = _checked(labels, priors, epsilon)
+    labels, p, eps = _checked(labels, priors, epsilon, whole=False)
     return _randomize(labels, p, _as_k(k, len(p), p.shape[1]), eps, _as_rng(rng))
 
 
@@ -232,7 +249,7 @@ def rr_with_prior(labels, priors, epsilon, rng) -> np.ndarray:
 
     epsilon = inf keeps every label.
     """
-    labels, p, eps = _checked(labels, priors, epsilon)
+    labels, p, eps = _checked(labels, priors, epsilon, whole=False)
     return _randomize(labels, p, None, eps, _as_rng(rng))
 
 

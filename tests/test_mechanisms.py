@@ -7,6 +7,7 @@ import scipy.optimize
 import scipy.stats
 
 from benchmarks.bench_rr_with_prior import rr_with_prior_loop, time_rr_with_prior
+from methods import mechanisms
 from methods.mechanisms import (cluster_histogram_noise, noisy_cluster_priors, optimal_k,
                                 randomized_response, rr_top_k, rr_top_k_distribution,
                                 rr_with_prior, rr_with_prior_distribution)
@@ -203,6 +204,27 @@ def test_every_channel_is_epsilon_dp(seed):
         for m in channels:
             np.testing.assert_allclose(m.sum(axis=1), 1.0)
             assert max_log_ratio(m) <= epsilon + 1e-12
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_float32_priors_are_used_as_given_and_stay_epsilon_dp(seed):
+    """A model's float32 softmax goes through without a float64 copy; its channel is
+    still exactly epsilon-DP, and the sampler follows that same channel."""
+    for prior, epsilon in prior_cases(300 + seed, 8):
+        prior32 = prior.astype(np.float32)
+        prior32 /= prior32.sum(dtype=np.float64)
+        m = channel(prior32, epsilon)
+        np.testing.assert_allclose(m.sum(axis=1), 1.0)
+        assert max_log_ratio(m) <= epsilon + 1e-12
+    rows = np.tile(prior32, (20_000, 1))
+    assert mechanisms._as_priors(rows) is rows  # no float64 copy
+    labels = np.zeros(len(rows), dtype=np.int64)
+    drawn = rr_with_prior(labels, rows, epsilon, np.random.default_rng(seed))
+    expected = m[0] * len(rows)
+    seen = np.bincount(drawn, minlength=len(prior32))
+    support = expected > 0
+    assert (seen[~support] == 0).all()
+    assert scipy.stats.chisquare(seen[support], expected[support]).pvalue > 1e-4
 
 
 def test_ratio_bound_is_tight_for_rr():
