@@ -2,15 +2,18 @@
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
-INSTALLED := $(VENV)/.installed
+# GPU=1 (`make bench GPU=1`) adds TensorFlow's CUDA libraries, for an NVIDIA GPU.
+COMMA := ,
+GPU_EXTRA := $(if $(filter 1,$(GPU)),$(COMMA)gpu)
+INSTALLED := $(VENV)/.installed$(if $(GPU_EXTRA),-gpu)
 export TF_CPP_MIN_LOG_LEVEL ?= 3
 
-.PHONY: bench test data report clean
+.PHONY: bench test data report publish browser clean
 
 $(INSTALLED): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -c constraints.txt -e '.[test]'
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[test,ray$(GPU_EXTRA)]'
 	$(BIN)/pip check
 	touch $@
 
@@ -24,8 +27,23 @@ bench: data
 report: $(INSTALLED)
 	$(BIN)/privboard report
 
-test: data
+# The browser test drives Debian's chromium: installed by apt when run as root, a quick
+# no-op when it is there; without it the browser test is skipped, never failed.
+CHROMIUM := /usr/bin/chromium
+browser:
+	@test -x $(CHROMIUM) || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+	  && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	     --no-install-recommends chromium \
+	  || echo "no $(CHROMIUM) (needs root and apt): the browser test will be skipped"; }
+
+test: data browser
 	$(BIN)/python -m pytest -q
 
+# The leaderboard as one folder for any static host (or to open from the file system).
+SITE := public
+publish: $(INSTALLED)
+	$(BIN)/privboard report --out $(SITE)
+	@echo "site ready for static hosting: $(CURDIR)/$(SITE)/ (open $(SITE)/index.html)"
+
 clean:
-	rm -rf $(VENV) reports/site *.egg-info
+	rm -rf $(VENV) reports/site $(SITE) *.egg-info

@@ -1,5 +1,5 @@
 """The ``privboard`` command. Listing, status, reporting and ``--help`` never import
-TensorFlow; only ``run`` does, when the first cell trains."""
+TensorFlow or Ray; only ``run`` does, when the first cell trains, and ``doctor``."""
 from __future__ import annotations
 
 import argparse
@@ -19,12 +19,9 @@ def _list(args: argparse.Namespace) -> int:
     from benchmarks.suites import load_suite, suite_names
 
     if args.what in ("methods", "all"):
-        from benchmarks.contract import Budget
-
         print("methods:")
         for name, cls in all_methods().items():
-            notion = cls.notion_for(Budget(1.0, 1e-5 if cls.needs_delta else 0.0), cls.defaults)
-            print(f"  {name:<20} {notion.short}; {cls.paper}")
+            print(f"  {name:<20} {cls.default_notion().short}; {cls.paper}")
     if args.what in ("datasets", "all"):
         print("datasets:")
         for name, spec in sorted(datasets.SPECS.items()):
@@ -54,7 +51,10 @@ def _run(args: argparse.Namespace) -> int:
             print(f"missing dataset {name}: {why}")
         print(f"{len(states)} cells, {sum(s == 'pending' for _, s in states)} pending")
         return 0
-    failures = runner.run(suite, args.results, data_dir, retry_failed=args.retry_failed)
+    from benchmarks.ray_executor import executor_from
+
+    failures = runner.run(suite, args.results, data_dir, retry_failed=args.retry_failed,
+                          executor=executor_from(args))
     print(f"results in {args.results}/" + (f"; {failures} cell(s) failed, see "
                                            f"'privboard status --suite {args.suite}'"
                                            if failures else ""))
@@ -101,6 +101,12 @@ def _data(args: argparse.Namespace) -> int:
     return 0
 
 
+def _doctor(args: argparse.Namespace) -> int:
+    from benchmarks import doctor
+
+    return doctor.run(args)
+
+
 def _privacy_dp_sgd(args: argparse.Namespace) -> int:
     from benchmarks.privacy import dp_sgd
 
@@ -117,6 +123,12 @@ def _audit_mechanism(args: argparse.Namespace) -> int:
     from benchmarks.audit import mechanisms
 
     return mechanisms.run(args)
+
+
+def _audit_training(args: argparse.Namespace) -> int:
+    from benchmarks.audit import training
+
+    return training.run(args)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -144,6 +156,9 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--retry-failed", action="store_true", help="run failed cells again")
     run.add_argument("--dry-run", action="store_true",
                      help="list the cells and their state, name missing datasets, run nothing")
+    from benchmarks.ray_executor import add_executor_arguments
+
+    add_executor_arguments(run)
     run.set_defaults(func=_run)
 
     status = sub.add_parser("status", help="done, pending and failed cells of a suite")
@@ -163,6 +178,11 @@ def parser() -> argparse.ArgumentParser:
     with_data(data)
     data.set_defaults(func=_data)
 
+    doctor = sub.add_parser("doctor", help="versions, GPUs and verified datasets of this "
+                                           "installation")
+    with_data(doctor)
+    doctor.set_defaults(func=_doctor)
+
     privacy = sub.add_parser("privacy", help="privacy calibration tools")
     psub = privacy.add_subparsers(dest="mechanism", required=True, metavar="MECHANISM")
     dpsgd = psub.add_parser("dp-sgd", help="noise multiplier for a DP-SGD (epsilon, delta) target")
@@ -177,8 +197,17 @@ def parser() -> argparse.ArgumentParser:
     add_pate_arguments(pate)
     pate.set_defaults(func=_privacy_pate)
 
-    audit = sub.add_parser("audit", help="empirical lower bounds on epsilon")
-    asub = audit.add_subparsers(dest="what", required=True, metavar="WHAT")
+    audit = sub.add_parser("audit", help="empirical lower bounds on epsilon", usage=(
+        "%(prog)s --method M --dataset D --epsilon E [options]\n"
+        "       %(prog)s mechanism NAME --epsilon E [options]"), description=(
+        "Empirical lower bounds on epsilon: of a method trained once with canaries, or of "
+        "one mechanism alone (privboard audit mechanism --help)."))
+    from benchmarks.audit.training import add_arguments as add_training_audit_arguments
+
+    add_training_audit_arguments(audit)
+    audit.set_defaults(func=_audit_training)
+    # Optional, so that the flags above audit a training run when no subcommand is given.
+    asub = audit.add_subparsers(dest="what", required=False, metavar="WHAT", prog=audit.prog)
     mechanism = asub.add_parser("mechanism", help="audit one privacy mechanism alone on "
                                                   "worst-case neighbouring inputs")
     from benchmarks.audit.mechanisms import add_arguments as add_audit_arguments

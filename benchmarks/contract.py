@@ -125,6 +125,11 @@ class Method:
         return cls.notion if budget.private else NON_PRIVATE
 
     @classmethod
+    def default_notion(cls) -> PrivacyNotion:
+        """The notion at a finite budget with the default settings, as listings show it."""
+        return cls.notion_for(Budget(1.0, 1e-5 if cls.needs_delta else 0.0), cls.defaults)
+
+    @classmethod
     def skip_reason(cls, task: str, budget: Budget,
                     hparams: dict[str, Any] | None = None) -> str | None:
         """Why this method cannot run a setting, or None if it can."""

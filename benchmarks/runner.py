@@ -2,7 +2,8 @@
 
 Resuming is free: a cell is done exactly when its record exists, and records are
 written atomically and last, so a kill at any moment (even kill -9) loses at most the
-cell in progress and never leaves half a record.
+cells in progress and never leaves half a record. Where cells run is the executor's
+choice (this process, or Ray: benchmarks.ray_executor); what a record holds is not.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import time
 import traceback
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 from tqdm import tqdm
@@ -51,10 +52,15 @@ def plan(suite: Suite, results: Path, data_dir: Path) -> list[tuple[Cell, str]]:
     return states
 
 
+# An executor runs cells and yields each with its record as it finishes; it decides where
+# cells run, never how: every record comes from run_cell.
+Executor = Callable[[list[Cell], Path, tqdm], Iterator[tuple[Cell, RunRecord]]]
+
+
 def run(suite: Suite, results: Path, data_dir: Path, retry_failed: bool = False,
-        echo: Callable[[str], None] = print) -> int:
-    """Run every pending cell (and failed ones if asked). Returns the number of cells
-    that failed in this run."""
+        echo: Callable[[str], None] = print, executor: Executor | None = None) -> int:
+    """Run every pending cell (and failed ones if asked), in this process or with another
+    executor. Returns the number of cells that failed in this run."""
     states = plan(suite, results, data_dir)
     todo = [c for c, s in states if s == "pending" or (retry_failed and s == "failed")]
     for dataset in sorted({c.dataset for c, s in states if s.startswith("unavailable")}):
@@ -62,38 +68,52 @@ def run(suite: Suite, results: Path, data_dir: Path, retry_failed: bool = False,
     done = sum(s == "done" for _, s in states)
     echo(f"suite {suite.name}: {len(states)} cells, {done} done, {len(todo)} to run")
     failures = 0
-    loaded: dict[str, Dataset] = {}
-    with tqdm(todo, unit="cell", file=sys.stderr, dynamic_ncols=True) as bar:
-        for cell in bar:
-            bar.set_description(cell.describe())
-            if cell.dataset not in loaded:  # one dataset in memory at a time
-                loaded = {cell.dataset: datasets.load(cell.dataset, data_dir)}
-            context = RunContext(seed=cell.seed, data_dir=data_dir,
-                                 progress=lambda m: bar.set_postfix_str(m))
-            record = run_cell(cell, loaded[cell.dataset], context)
+    with tqdm(total=len(todo), unit="cell", file=sys.stderr, dynamic_ncols=True) as bar:
+        # The driver is the only writer: one record per finished cell, whatever ran it.
+        for cell, record in (executor or run_locally)(todo, data_dir, bar):
             write_record(results, record)
+            bar.update()
             if not record.ok:
                 failures += 1
                 bar.write(f"FAILED {cell.describe()}: {record.error}")
     return failures
 
 
+def run_locally(cells: list[Cell], data_dir: Path,
+                bar: tqdm) -> Iterator[tuple[Cell, RunRecord]]:
+    """The local executor: one cell after another in this process."""
+    slot = DatasetSlot()
+    for cell in cells:
+        bar.set_description(cell.describe())
+        context = RunContext(seed=cell.seed, data_dir=data_dir,
+                             progress=lambda m: bar.set_postfix_str(m))
+        yield cell, run_cell(cell, slot.get(cell.dataset, data_dir), context)
+
+
+class DatasetSlot:
+    """One dataset in memory at a time: consecutive cells of a suite share it, and the
+    next dataset replaces it."""
+
+    def __init__(self) -> None:
+        self._key: tuple[str, Path] | None = None
+        self._data: Dataset | None = None
+
+    def get(self, name: str, data_dir: Path) -> Dataset:
+        if self._key != (name, data_dir):
+            self._key, self._data = None, None  # free the old arrays before loading
+            self._data = datasets.load(name, data_dir)
+            self._key = (name, data_dir)
+        return self._data
+
+
 def run_cell(cell: Cell, data: Dataset, context: RunContext) -> RunRecord:
     """Train and evaluate one cell. Errors become a failed record; an interrupt
     (Ctrl-C) propagates and writes nothing."""
-    method_cls = get_method(cell.method)
     context.datasets_used[data.name] = data.fingerprint
-    record = RunRecord(
-        cell_id=cell.cell_id, config_id=cell.config_id, suite=cell.suite, status="failed",
-        method=cell.method, method_version=method_cls.version, dataset=cell.dataset,
-        dataset_fingerprint=data.fingerprint, seed=cell.seed, epsilon=cell.epsilon,
-        delta=cell.delta, hparams=cell.hparams,
-        privacy=Privacy(method_cls.notion_for(cell.budget, cell.hparams)),
-        datasets_used=context.datasets_used, diagnostics=context.diagnostics,
-        started_at=_now())
+    record = new_record(cell, data.fingerprint, context)
     start = time.perf_counter()
     try:
-        method = method_cls(cell.budget, context=context, **cell.hparams)
+        method = get_method(cell.method)(cell.budget, context=context, **cell.hparams)
         record.variant = method.variant()
         public = method.public_part(data.name, len(data.test))
         method.fit(data.train, data.num_classes,
@@ -107,13 +127,32 @@ def run_cell(cell: Cell, data: Dataset, context: RunContext) -> RunRecord:
         record.privacy = spent_privacy(method, cell)
         record.status = "ok"
     except Exception as err:  # one bad cell must not stop the suite
-        message = " ".join(str(err).split()) or type(err).__name__
-        record.error = f"{type(err).__name__}: {message}"
+        record.error = one_line(err)
         context.diagnose(traceback=traceback.format_exc())
     record.wall_time_s = round(time.perf_counter() - start, 3)
-    record.finished_at = _now()
+    record.finished_at = now()
     record.provenance = provenance()
     return record
+
+
+def new_record(cell: Cell, fingerprint: str, context: RunContext) -> RunRecord:
+    """A cell's record before it has a result: failed, with the privacy notion its
+    number would have carried."""
+    method_cls = get_method(cell.method)
+    return RunRecord(
+        cell_id=cell.cell_id, config_id=cell.config_id, suite=cell.suite, status="failed",
+        method=cell.method, method_version=method_cls.version, dataset=cell.dataset,
+        dataset_fingerprint=fingerprint, seed=cell.seed, epsilon=cell.epsilon,
+        delta=cell.delta, hparams=cell.hparams,
+        privacy=Privacy(method_cls.notion_for(cell.budget, cell.hparams)),
+        datasets_used=context.datasets_used, diagnostics=context.diagnostics,
+        started_at=now())
+
+
+def one_line(err: BaseException) -> str:
+    """An error as a record keeps it: its type and its message on one line."""
+    message = " ".join(str(err).split()) or type(err).__name__
+    return f"{type(err).__name__}: {message}"
 
 
 def released_label_metrics(method, public_labels) -> dict[str, float]:
@@ -142,13 +181,16 @@ def spent_privacy(method, cell: Cell) -> Privacy:
                    method.ctx.ledger.entries(cell.delta), details)
 
 
-def provenance() -> dict[str, Any]:
-    from methods.nn.models import device  # imports TensorFlow, which training has loaded
+def provenance(device: str | None = None) -> dict[str, Any]:
+    """Where a record comes from; the device is where Keras trained unless given."""
+    if device is None:
+        from methods.nn.models import device as training_device  # TensorFlow is loaded
 
+        device = training_device()
     return {"git_commit": _git("rev-parse", "HEAD"),
             "git_dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
-            "packages": {p: _version(p) for p in PACKAGES},
-            "python": sys.version.split()[0], "device": device()}
+            "packages": {p: package_version(p) for p in PACKAGES},
+            "python": sys.version.split()[0], "device": device}
 
 
 def _git(*args: str) -> str:
@@ -160,12 +202,12 @@ def _git(*args: str) -> str:
         return "unknown"
 
 
-def _version(package: str) -> str:
+def package_version(package: str) -> str:
     try:
         return metadata.version(package)
     except metadata.PackageNotFoundError:
         return "not installed"
 
 
-def _now() -> str:
+def now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")

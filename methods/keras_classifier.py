@@ -12,7 +12,7 @@ from benchmarks.errors import InputError
 
 # The builders of methods.nn.models, named here so that settings are checked without
 # importing TensorFlow (a test keeps the two lists equal).
-MODELS = ("cnn", "inception", "resnet18_v2", "ncf")
+MODELS = ("cnn", "inception", "resnet18_v2", "ncf", "teacher_cnn", "pate_mnist_cnn", "pate_deep_cnn")
 SCHEDULES = ("linear", "piecewise")
 TRAINING_DEFAULTS: dict[str, Any] = {
     "model": "cnn", "epochs": 8, "batch_size": 256, "peak_lr": 0.05, "warmup": 0.15,

@@ -1,4 +1,5 @@
-"""The HTML leaderboard, rebuilt from the run records and the published baselines.
+"""The leaderboard site, rebuilt from the run records and the published baselines: a
+static folder (no server, no CDN) that works from the file system or any static host.
 
 Imports neither TensorFlow nor any module that does, so a report builds in seconds on a
 machine without it.
@@ -61,7 +62,7 @@ def build(results: Path, out: Path, tolerance: float = 1.0,
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.building-"))
     try:
-        write_site(staging, rows, shown, checked, notes, tolerance, results, notice)
+        write_site(staging, rows, shown, published, checked, notes, tolerance, results, notice)
         _swap_in(staging, out)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)

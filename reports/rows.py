@@ -18,6 +18,8 @@ from benchmarks.metrics import DEFAULT_METRIC, metric
 from benchmarks.privacy import Protects
 from reports.load import NOTION_FIELDS
 
+# The suite whose CPU-sized runs the site labels as such.
+QUICK_SUITE = "quick"
 # What a configuration is shown as; constant within a configuration.
 DISPLAY_KEYS = ["dataset", "method", "variant", "suite", "epsilon", "delta"]
 PAPER_FIELDS = ["paper", "table", "column", "column_inferred", "paper_value", "note"]
@@ -126,47 +128,6 @@ def _epsilon_key(epsilon: pd.Series) -> pd.Series:
 
 def _distinct(values: pd.Series) -> str:
     return " | ".join(sorted({value for value in values if value}))
-
-
-def markdown(rows: pd.DataFrame) -> str:
-    """The rows as a Markdown table (pipes in text escaped)."""
-    header = ["dataset", "privacy", "method", "variant", "suite", "epsilon", "delta",
-              "ours", "failed", "paper", "citation", "diff"]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for row in rows.itertuples(index=False):
-        notion = "non-private" if row.protects == "nothing" else (
-            f"{row.protects}, {row.neighbours}, {row.kind}, {row.accountant}")
-        cells = [row.dataset, notion,
-                 row.method, row.variant, row.suite or "paper only", format_epsilon(row.epsilon),
-                 format_delta(row.delta), _ours_text(row), str(row.failed or ""),
-                 "" if pd.isna(row.paper_value) else format_number(row.paper_value, row.metric),
-                 _citation_text(row), _diff_text(row)]
-        lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
-    return "\n".join(lines) + "\n"
-
-
-def _ours_text(row) -> str:
-    if row.n == 0:
-        return ""
-    spread = "" if pd.isna(row.std) else f" ± {format_number(row.std, row.metric)}"
-    return f"{format_number(row.mean, row.metric)}{spread} (n={row.n})"
-
-
-def _citation_text(row) -> str:
-    if pd.isna(row.paper_value):
-        return ""
-    marks = [mark for mark, present in (
-        ("inferred column", bool(row.column_inferred)),
-        ("paper's headline setting", bool(row.cell) and row.paper_variant != row.variant))
-        if present]
-    return f"{row.paper}, {row.table}, {row.column}" + (f" ({'; '.join(marks)})" if marks else "")
-
-
-def _diff_text(row) -> str:
-    if pd.isna(row.diff):
-        return ""
-    beyond = " (beyond tolerance)" if row.beyond_tolerance else ""
-    return format_number(row.diff, row.metric, signed=True) + beyond
 
 
 def format_epsilon(epsilon: float) -> str:

@@ -11,14 +11,14 @@ from benchmarks.contract import Budget, Split
 from benchmarks.privacy import Kind, Protects
 
 TINY_TRAIN, TINY_TEST = 240, 60
+TINY_DATASETS = {"image": "digits", "tabular": "breast-cancer"}
 # The composition a ledger may report for each kind of notion.
 COMPOSITION_OF_KIND = {Kind.PURE: {"pure"}, Kind.APPROXIMATE: {"rdp"},
                        Kind.NONE: {"unprotected"}}
 
 
 def tiny_data(task: str, binary: bool):
-    name = {"image": "digits", "tabular": "breast-cancer"}[task]
-    ds = datasets.load(name)
+    ds = datasets.load(TINY_DATASETS[task])
     train, test = ds.train, ds.test
     if binary and ds.num_classes > 2:  # keep two classes, relabelled 0 and 1
         def two(split: Split) -> Split:
@@ -38,12 +38,15 @@ def budget_for(method) -> Budget:
 
 
 def fit(method, seed: int, train: Split | None = None):
+    """Fit on the tiny data as the runner would: a method that takes public inputs gets
+    the leading test inputs and is evaluated on the rest."""
     task = method.tasks[0]
     tiny_train, test_x, k = tiny_data(task, binary=getattr(method, "binary_only", False))
     budget = budget_for(method)
     m = method(budget, seed=seed, **method.tiny_hparams)
-    m.fit(train or tiny_train, k)
-    return m, budget, m.predict_proba(test_x), k, len(test_x), tiny_train
+    public = m.public_part(TINY_DATASETS[task], len(test_x))
+    m.fit(train or tiny_train, k, **({"public_x": test_x[:public]} if public else {}))
+    return m, budget, m.predict_proba(test_x[public:]), k, len(test_x) - public, tiny_train
 
 
 def check_uncharged_data_has_no_influence(method, fitted=None) -> None:

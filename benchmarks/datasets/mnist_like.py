@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.contract import Split
-from benchmarks.datasets.core import DataError, DatasetSpec, register, zip_member
+from benchmarks.datasets.core import NOT_STATED, DataError, DatasetSpec, register, zip_member
 from benchmarks.datasets.idx import parse_idx, to_idx
 from benchmarks.datasets.splits import image_split
 
@@ -93,6 +93,7 @@ register(DatasetSpec(
     ),
     reader=read_mnist_wheel, files=(MNIST_WHEEL,),
     folders=lambda root: (root / "sources",), offline=True, obtain=INSTALL_HINT,
+    licence=f"{NOT_STATED} (the MNIST page gives no licence)",
 ))
 
 register(DatasetSpec(
@@ -110,6 +111,7 @@ register(DatasetSpec(
     # DEBIAN_FASHION is looked up at call time, so tests can point it elsewhere.
     folders=lambda root: (root / "fashion-mnist", DEBIAN_FASHION),
     offline=True, obtain=f"{INSTALL_HINT}, or apt-get install dataset-fashion-mnist",
+    licence="MIT",
 ))
 
 register(DatasetSpec(
@@ -125,4 +127,5 @@ register(DatasetSpec(
     ),
     reader=read_idx_gz_set,
     obtain="the four IDX .gz files from https://github.com/rois-codh/kmnist",
+    licence="CC BY-SA 4.0",
 ))

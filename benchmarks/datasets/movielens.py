@@ -46,4 +46,6 @@ register(DatasetSpec(
     # dataset cache script and recbole-style configs) for files.grouplens.org ml-1m.zip.
     checksums=((ARCHIVE, "md5:c4d9eecfca2ab87c1945afe126590906"),),
     reader=read_movielens, obtain="https://grouplens.org/datasets/movielens/1m/",
+    licence=("GroupLens usage licence (the archive's README): research use; no "
+             "commercial use and no redistribution without permission; cite the paper"),
 ))

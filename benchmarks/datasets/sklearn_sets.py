@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from benchmarks.contract import Split
-from benchmarks.datasets.core import DatasetSpec, register
+from benchmarks.datasets.core import UCI_LICENCE, DatasetSpec, register
 from benchmarks.datasets.splits import fixed_split, image_split
 from benchmarks.datasets.tabular import Linear, Log, encode
 
@@ -66,7 +66,7 @@ register(DatasetSpec(
     citation="Alpaydin, Kaynak. Optical recognition of handwritten digits. UCI Machine "
              "Learning Repository, 1998, doi:10.24432/C50P49 (scikit-learn's load_digits).",
     checksums=((SOURCE, "sha256:f6d9e39f37dc45d327f6db33428ee58970ccceabb2535a5c179de35886b70443"),),
-    reader=read_digits, files=(), offline=True, obtain=OBTAIN,
+    reader=read_digits, files=(), offline=True, obtain=OBTAIN, licence=UCI_LICENCE,
 ))
 
 register(DatasetSpec(
@@ -76,4 +76,5 @@ register(DatasetSpec(
              "load_breast_cancer; label 1 = benign).",
     checksums=((SOURCE, "sha256:25e2eb7b7a8745b1bde5ba18bc4969983d2e2f403291ecd5bde4a29ef30c3859"),),
     reader=read_breast_cancer, files=(), offline=True, obtain=OBTAIN, version=2,
+    licence=UCI_LICENCE,
 ))

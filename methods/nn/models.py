@@ -140,3 +140,69 @@ def device() -> str:
     """Where Keras will train: the first GPU if TensorFlow sees one, else the CPU."""
     gpus = tf.config.list_logical_devices("GPU")
     return gpus[0].name if gpus else "CPU"
+
+
+# PATE's teachers. methods.nn.ensemble trains T of them as one stacked model, so they are
+# chains of the layers it can stack: Conv2D, MaxPooling2D, Flatten, Dense and activations.
+# With ``norm="group"`` or ``"batch"`` they are ordinary Keras models it refuses to stack.
+
+def _teacher_conv(h: tf.Tensor, norm: str, filters: int, size: int, stride: int = 1,
+                  padding: str = "same", pool: bool = False) -> tf.Tensor:
+    """Convolution, optional 2x2 max pooling, norm, ReLU. Pooling straight after the
+    convolution leaves the rest a quarter of the values; with no norm it is the same
+    function as pooling after the ReLU (max and ReLU commute)."""
+    h = layers.Conv2D(filters, size, strides=stride, padding=padding)(h)
+    if pool:
+        h = layers.MaxPooling2D()(h)
+    return layers.ReLU()(_norm(norm, filters)(h))
+
+
+def _teacher_head(inputs: tf.Tensor, h: tf.Tensor, dense: tuple[int, ...], num_classes: int,
+                  name: str) -> tf.keras.Model:
+    """Flatten, the hidden dense layers with ReLU, and the logits."""
+    h = layers.Flatten()(h)
+    for units in dense:
+        h = layers.Dense(units, activation="relu")(h)
+    return tf.keras.Model(inputs, layers.Dense(num_classes)(h), name=name)
+
+
+def teacher_cnn(input_shape: tuple[int, ...], num_classes: int,
+                norm: str = "none") -> tf.keras.Model:
+    """The CPU-sized PATE teacher, LeNet-like: conv 8 (5x5, unpadded), pool, conv 16
+    (3x3), pool, dense 64; 0.3M multiply-adds per 28x28 image, and 8x8 images still fit.
+    With 240 examples, pooling at full resolution generalises better than the strided
+    ``cnn``."""
+    inputs = tf.keras.Input(input_shape)
+    h = _teacher_conv(inputs, norm, 8, 5, padding="valid", pool=True)
+    h = _teacher_conv(h, norm, 16, 3, pool=True)
+    return _teacher_head(inputs, h, (64,), num_classes, "teacher_cnn")
+
+
+def pate_mnist_cnn(input_shape: tuple[int, ...], num_classes: int,
+                   norm: str = "none") -> tf.keras.Model:
+    """PATE 2017's MNIST teacher: two 5x5 convolutions (64, 128 channels), dense 384 and
+    192. The paper's summary names no pooling; 2x2 max pooling after each convolution is
+    ours."""
+    inputs = tf.keras.Input(input_shape)
+    h = _teacher_conv(inputs, norm, 64, 5, pool=True)
+    h = _teacher_conv(h, norm, 128, 5, pool=True)
+    return _teacher_head(inputs, h, (384, 192), num_classes, "pate_mnist_cnn")
+
+
+def pate_deep_cnn(input_shape: tuple[int, ...], num_classes: int,
+                  norm: str = "none") -> tf.keras.Model:
+    """PATE 2017's deeper SVHN teacher, which PATE++ reuses for Fashion-MNIST: seven
+    convolutions (3x3 and 5x5; 96, then 192 channels) and two dense 192. The order and
+    the down-sampling (a stride-2 convolution closing each block of three) are ours."""
+    inputs = tf.keras.Input(input_shape)
+    h = inputs
+    for filters in (96, 192):
+        h = _teacher_conv(h, norm, filters, 5)
+        h = _teacher_conv(h, norm, filters, 3)
+        h = _teacher_conv(h, norm, filters, 3, stride=2)
+    h = _teacher_conv(h, norm, 192, 3)
+    return _teacher_head(inputs, h, (192, 192), num_classes, "pate_deep_cnn")
+
+
+BUILDERS.update(teacher_cnn=teacher_cnn, pate_mnist_cnn=pate_mnist_cnn,
+                pate_deep_cnn=pate_deep_cnn)

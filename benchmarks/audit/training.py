@@ -1,0 +1,200 @@
+"""Audit a trained method in one run: train it once, through the same API the runner uses,
+on its training set with canaries planted (``canaries``), guess each canary's coin from
+the model's predictions, and turn the right guesses into a lower bound on epsilon
+(``one_run``, Steinke, Nasr, Jagielski 2023).
+
+Nothing is trained but the audited run: its cost is one training run on the training set
+plus the canaries. With m canaries the bound cannot exceed a ceiling (about 5.5 for
+m = 1000, 1.9 for m = 30), so an audit can refute a small claimed epsilon but never
+confirm a large one.
+
+The command: privboard audit --method M --dataset D --epsilon E [--delta D]
+[--canaries N] [--seed S] [--hparams JSON] [--json].
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import numbers
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.audit import canaries as canary_designs
+from benchmarks.audit.one_run import one_run_bound
+from benchmarks.context import RunContext
+from benchmarks.contract import Budget, Dataset
+from benchmarks.errors import InputError
+from benchmarks.privacy import Kind
+from benchmarks.registry import get_method
+
+CONFIDENCE = 0.95
+MIN_CANARIES = 2
+
+
+class BudgetExceeded(RuntimeError):
+    """The audited run's own ledger composes to more than its budget."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingAudit:
+    """One audited training run; ``as_dict`` is JSON-serialisable."""
+
+    method: str
+    dataset: str
+    seed: int
+    notion: str
+    canary_kind: str
+    claimed_epsilon: float
+    claimed_delta: float  # the delta the bound allows: 0 for a pure claim
+    epsilon_lower_bound: float
+    confidence: float
+    canaries: int
+    guesses: int
+    correct: int
+    ceiling: float
+    training_examples: int  # without the canaries
+    seconds: float  # the audited training and the predictions on the canaries
+
+    @property
+    def flagged(self) -> bool:
+        return self.epsilon_lower_bound > self.claimed_epsilon
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self) | {"flagged": self.flagged}
+
+
+def audit_training(method: str, data: Dataset, budget: Budget, hparams: dict[str, Any],
+                   context: RunContext, canaries: int | None = None,
+                   confidence: float = CONFIDENCE) -> TrainingAudit:
+    """Audit ``method`` at ``budget`` on ``data`` with ``canaries`` canaries (default: per
+    task, see ``canaries.default_count``). Every random draw comes from ``context``.
+
+    Raises InputError for settings no audit can run, BudgetExceeded when the run's ledger
+    exceeds the budget."""
+    method_cls = get_method(method)
+    unknown = sorted(set(hparams) - set(method_cls.defaults))
+    if unknown:
+        raise InputError(f"{method}: unknown hyperparameter(s) {unknown}; "
+                         f"known: {sorted(method_cls.defaults)}")
+    notion = method_cls.notion_for(budget, {**method_cls.defaults, **hparams})
+    if not notion.private:
+        raise InputError(f"{method} is not private at epsilon {budget.epsilon:g}: it "
+                         f"claims no epsilon, so there is nothing to audit")
+    why = method_cls.skip_reason(data.task, budget, hparams)
+    if why:
+        raise InputError(why)
+    if getattr(method_cls, "binary_only", False) and data.num_classes != 2:
+        raise InputError(f"{method} is a binary classifier and {data.name} has "
+                         f"{data.num_classes} classes")
+    count = canary_designs.default_count(data) if canaries is None else canaries
+    if isinstance(count, bool) or not isinstance(count, numbers.Integral) \
+            or count < MIN_CANARIES:
+        raise InputError(f"canaries must be an integer >= {MIN_CANARIES}, got {count!r}")
+    model = method_cls(budget, context=context, **hparams)
+    planted = canary_designs.design(notion, data, int(count), context.rng("audit canaries"))
+    coins = context.rng("audit coins").integers(0, 2, size=len(planted)).astype(bool)
+
+    context.datasets_used[data.name] = data.fingerprint
+    public = model.public_part(data.name, len(data.test))
+    start = time.perf_counter()
+    model.fit(planted.plant(data.train, coins), data.num_classes,
+              **({"public_x": data.test.x[:public]} if public else {}))
+    evidence = planted.evidence(model.predict_proba(planted.inputs))
+    seconds = time.perf_counter() - start
+
+    spent = model.spent()
+    if not budget.covers(spent):
+        raise BudgetExceeded(f"{method}'s ledger composes to epsilon {spent.epsilon:.6g}, "
+                             f"delta {spent.delta:g}, beyond its budget (epsilon "
+                             f"{budget.epsilon:g}, delta {budget.delta:g})")
+    delta = budget.delta if notion.kind is Kind.APPROXIMATE else 0.0
+    bound = one_run_bound(evidence, coins, delta, confidence)
+    return TrainingAudit(
+        method=method, dataset=data.name, seed=context.seed, notion=notion.short,
+        canary_kind=planted.kind, claimed_epsilon=budget.epsilon, claimed_delta=delta,
+        epsilon_lower_bound=bound.epsilon, confidence=bound.confidence,
+        canaries=bound.canaries, guesses=bound.guesses, correct=bound.correct,
+        ceiling=bound.ceiling, training_examples=len(data.train),
+        seconds=round(seconds, 3))
+
+
+# ----- the command: privboard audit --method ... -----------------------------------------
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--method", help="the method to train with canaries "
+                                         "(see 'privboard list methods')")
+    parser.add_argument("--dataset", help="the dataset (see 'privboard list datasets')")
+    parser.add_argument("--epsilon", type=float, help="the claimed epsilon (the cell's budget)")
+    parser.add_argument("--delta", type=float, default=0.0,
+                        help="the claimed delta (default: %(default)s; DP-SGD needs one)")
+    parser.add_argument("--canaries", type=int, default=None,
+                        help=f"number of canaries (default: {canary_designs.IMAGE_CANARIES} "
+                             f"on images, one per feature on tabular data)")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="seed of the run, the canaries and their coins "
+                             "(default: %(default)s)")
+    parser.add_argument("--hparams", default="{}",
+                        help="the method's hyperparameters as a JSON object (default: its own)")
+    parser.add_argument("--data", type=Path, default=None,
+                        help="data folder (default: $PRIVBOARD_DATA or ~/.privboard/data)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def parse_hparams(text: str) -> dict[str, Any]:
+    try:
+        hparams = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise InputError(f"--hparams is not valid JSON ({err.msg} at character "
+                         f"{err.pos}): {text!r}") from None
+    if not isinstance(hparams, dict):
+        raise InputError(f"--hparams must be a JSON object, got {text!r}")
+    return hparams
+
+
+def report(result: TrainingAudit) -> str:
+    verdict = ("FLAGGED: the lower bound exceeds the claimed epsilon" if result.flagged
+               else "consistent with the claim")
+    reach = ("the claimed epsilon is at or above it, so this audit cannot refute the claim"
+             if result.claimed_epsilon >= result.ceiling
+             else "an audit can refute a smaller claim, never confirm one")
+    delta = f", delta {result.claimed_delta:g}" if result.claimed_delta else ""
+    return (f"{result.method} on {result.dataset}, seed {result.seed}: {result.notion}\n"
+            f"claimed epsilon {result.claimed_epsilon:g}{delta}; lower bound "
+            f"{result.epsilon_lower_bound:.3f} at {result.confidence:.0%} confidence: "
+            f"{verdict}\n"
+            f"  {result.canaries} {canary_designs.DESCRIPTIONS[result.canary_kind]}\n"
+            f"  {result.guesses} guesses, {result.correct} right\n"
+            f"  ceiling {result.ceiling:.3f} (the bound if every guess were right): {reach}\n"
+            f"  audited training: {result.seconds:.1f} s, on {result.training_examples} "
+            f"training examples and up to {result.canaries} canaries (at most "
+            f"{result.canaries / result.training_examples:.0%} more examples than the "
+            f"cell's own run)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the audit. Exit code 0 when consistent with the claim, 1 when flagged or when
+    the run's own ledger exceeds its budget; bad input raises InputError (exit code 2)."""
+    from benchmarks import datasets
+
+    missing = [flag for flag, value in (("--method", args.method), ("--dataset", args.dataset),
+                                        ("--epsilon", args.epsilon)) if value is None]
+    if missing:
+        raise InputError(f"audit needs {', '.join(missing)} (or a subcommand: "
+                         f"privboard audit mechanism NAME ...)")
+    if args.seed < 0:
+        raise InputError(f"seed must be an integer >= 0, got {args.seed}")
+    hparams = parse_hparams(args.hparams)
+    budget = Budget(args.epsilon, args.delta)
+    get_method(args.method)  # an unknown name stops before the dataset loads
+    data = datasets.load(args.dataset, args.data)
+    context = RunContext(seed=args.seed, data_dir=args.data)
+    try:
+        result = audit_training(args.method, data, budget, hparams, context, args.canaries)
+    except BudgetExceeded as err:
+        print(f"privboard: {err}", file=sys.stderr)
+        return 1
+    print(json.dumps(result.as_dict()) if args.json else report(result))
+    return 1 if result.flagged else 0

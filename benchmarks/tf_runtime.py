@@ -1,0 +1,57 @@
+"""How TensorFlow uses a process's hardware: the GPUs it sees, how much of a GPU it
+takes, and how many threads it runs. TensorFlow is imported inside the functions, so
+importing this module stays cheap. The settings only take effect before TensorFlow's
+first op in the process, and finding them already set is fine."""
+from __future__ import annotations
+
+import os
+
+
+def gpus() -> list[str]:
+    """One line per GPU TensorFlow sees, with its model when the driver reports it;
+    empty on a CPU-only machine. Does not start TensorFlow's runtime."""
+    import tensorflow as tf
+
+    found = []
+    for gpu in tf.config.list_physical_devices("GPU"):
+        details = tf.config.experimental.get_device_details(gpu)
+        model = details.get("device_name", "unknown model")
+        capability = details.get("compute_capability")
+        found.append(f"{gpu.name}: {model}" + (
+            f", compute capability {capability[0]}.{capability[1]}" if capability else ""))
+    return found
+
+
+def cuda_build() -> str:
+    """The CUDA and cuDNN versions this TensorFlow was built for, which a GPU machine's
+    driver must support, or why it uses no GPU at all."""
+    import tensorflow as tf
+
+    info = tf.sysconfig.get_build_info()
+    if not info.get("is_cuda_build"):
+        return "this TensorFlow is built without CUDA"
+    return f"built for CUDA {info.get('cuda_version')}, cuDNN {info.get('cudnn_version')}"
+
+
+def allow_memory_growth() -> None:
+    """Let TensorFlow take GPU memory as it needs it instead of all of it at start-up, so
+    that cells sharing a GPU (a fractional --gpus-per-cell) fit side by side."""
+    import tensorflow as tf
+
+    for gpu in tf.config.list_physical_devices("GPU"):
+        if not tf.config.experimental.get_memory_growth(gpu):
+            tf.config.experimental.set_memory_growth(gpu, True)
+
+
+def threads_like_blas() -> None:
+    """Run TensorFlow's ops on as many threads as numpy's BLAS: OMP_NUM_THREADS, which
+    Ray sets to the CPUs it reserved for a task. Without it TensorFlow would take every
+    core of the node in each task."""
+    import tensorflow as tf
+
+    first = os.environ.get("OMP_NUM_THREADS", "").split(",")[0]  # "4,2": nested levels
+    count = int(first) if first.isdigit() else 0
+    threading = tf.config.threading
+    if count > 0 and threading.get_intra_op_parallelism_threads() != count:
+        threading.set_intra_op_parallelism_threads(count)
+        threading.set_inter_op_parallelism_threads(count)

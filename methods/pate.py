@@ -1,0 +1,416 @@
+"""PATE: Private Aggregation of Teacher Ensembles (Papernot et al. 2017, 2018), with the
+LNMax, GNMax and Confident-GNMax aggregators, the semi-supervised GAN student, and a
+supervised-only student as its baseline.
+
+Private data: the training set, cut by a seeded permutation into T disjoint shards of
+floor(N / T) records (the papers' 250 x 240 for MNIST), one teacher per shard. Replacing
+one record changes at most one teacher, which moves at most one vote per query: full DP
+with substitution neighbours. (Adding or removing a record would change the shard size,
+and with it every teacher, so the claim is for substitution.)
+
+Public data: the first ``public_size`` test examples, inputs only (the method never sees
+a test label). The first ``queries`` of them are asked; an answered query gets the
+aggregator's label, everything else in the public part stays unlabelled. The student
+trains on the public part and is evaluated on the rest of the test set, which it never
+sees.
+
+Privacy: the aggregator's data-independent RDP (LNMax's pure 2 gamma per query; GNMax
+per answered query; the Confident-GNMax threshold check on every query) and the
+smooth-sensitivity release of the data-dependent epsilon are charged to the ledger; the
+record's epsilon is their composition. The data-dependent epsilon itself is a function
+of the private votes: it is kept as a diagnostic only. With no noise given, the noise is
+calibrated to the cell's epsilon with the data-independent bound, assuming every query is
+answered: the calibration looks at no private data.
+
+The teachers' votes on the public part are cached under the data folder, keyed by all
+they depend on (the training and public arrays, the teacher settings and the seed), so
+the methods of one cell train the teachers once; the cache changes no result.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import numbers
+from pathlib import Path
+from typing import Any, Callable, ClassVar
+
+import numpy as np
+
+from benchmarks.atomic import atomic_write
+from benchmarks.contract import Budget, Method, Split
+from benchmarks.errors import InputError
+from benchmarks.privacy import (Accountant, Kind, Neighbours, PrivacyNotion, Protects,
+                                RdpCurve, records)
+from benchmarks.privacy import pate as analysis
+from benchmarks.privacy import rdp
+from methods.pate_aggregation import confident_gnmax, gnmax, lnmax
+
+PAPER_2017 = ("Papernot, Abadi, Erlingsson, Goodfellow, Talwar. Semi-supervised knowledge "
+              "transfer for deep learning from private training data. ICLR 2017")
+PAPER_2018 = ("Papernot, Song, Mironov, Raghunathan, Talwar, Erlingsson. Scalable private "
+              "learning with PATE. ICLR 2018")
+PATE_NOTION = PrivacyNotion(Protects.RECORDS, Neighbours.SUBSTITUTION, Kind.APPROXIMATE,
+                            Accountant.RDP)
+# The papers' student splits: the first part of the test set is public, the rest evaluates.
+PUBLIC_SIZES = {"mnist": 9000, "fashion-mnist": 9000, "kmnist": 9000, "svhn": 10000}
+# Raise when the teachers' training changes: cached votes of the old training are not reused.
+TEACHERS_VERSION = 1
+NOISE_SEARCH = (1e-3, 1e6)
+
+
+class Pate(Method):
+    """The family: teachers, an aggregator (the subclasses), a student."""
+
+    paper = PAPER_2018
+    notion = PATE_NOTION
+    tasks = ("image",)
+    needs_delta = True
+    student_mode: ClassVar[str] = "pate"
+    defaults: ClassVar[dict[str, Any]] = {
+        "teachers": 250,
+        "teacher_model": "teacher_cnn",
+        "teacher_epochs": 40,
+        "teacher_batch_size": 32,
+        "teacher_learning_rate": 0.003,
+        "public_size": None,  # None: the dataset's split in PUBLIC_SIZES
+        "queries": 640,
+        "student_epochs": 20,
+        "student_learning_rate": 0.003,
+        "student_width": "paper",
+        # The smooth-sensitivity release of the data-dependent epsilon: order, beta and the
+        # noise multiplier are fixed here, never tuned on the votes.
+        "release_order": 20.0,
+        "release_beta": 0.005,
+        "release_noise": 20.0,
+    }
+    tiny_hparams: ClassVar[dict[str, Any]] = {
+        "teachers": 4, "teacher_epochs": 1, "teacher_batch_size": 16, "public_size": 40,
+        "queries": 30, "student_epochs": 1, "student_width": "small"}
+
+    def __init__(self, budget: Budget, seed: int = 0, **hparams: Any) -> None:
+        super().__init__(budget, seed, **hparams)
+        h = self.hparams
+        for key in ("teachers", "teacher_epochs", "teacher_batch_size", "queries",
+                    "student_epochs"):
+            _positive_int(self.name, key, h[key])
+        if h["public_size"] is not None:
+            _positive_int(self.name, "public_size", h["public_size"])
+        for key in ("teacher_learning_rate", "student_learning_rate", "release_order",
+                    "release_beta", "release_noise"):
+            _positive(self.name, key, h[key])
+        for key in ("gamma", "sigma1", "sigma2", "threshold"):  # the aggregator's noise
+            if h.get(key) is not None:
+                _positive(self.name, key, h[key])
+        if h.get("answered_target") is not None:
+            _positive_int(self.name, "answered_target", h["answered_target"])
+        self.student = None
+        self.released: tuple[np.ndarray, np.ndarray] | None = None
+        self.details: dict[str, Any] = {}
+
+    @classmethod
+    def skip_reason(cls, task: str, budget: Budget,
+                    hparams: dict[str, Any] | None = None) -> str | None:
+        if not budget.private:
+            return f"{cls.name} needs a finite epsilon (a cap when the noise is given)"
+        return super().skip_reason(task, budget, hparams)
+
+    def public_part(self, dataset: str, test_size: int) -> int:
+        size = self.hparams["public_size"] or PUBLIC_SIZES.get(dataset)
+        if size is None:
+            raise InputError(f"{self.name}: no public split is known for {dataset}; "
+                             f"set public_size")
+        if not self.hparams["queries"] <= size < test_size:
+            raise InputError(f"{self.name}: needs queries <= public_size < test size, got "
+                             f"{self.hparams['queries']}, {size}, {test_size}")
+        return size
+
+    def fit(self, train: Split, num_classes: int, public_x: np.ndarray | None = None) -> "Pate":
+        if public_x is None:
+            raise InputError(f"{self.name} needs the public inputs (public_x)")
+        votes = self._teacher_votes(train, num_classes, public_x)
+        queries = self.hparams["queries"]
+        self.asked = queries
+        answered, labels = self._aggregate(votes[:queries])  # may stop asking early
+        self._release_data_dependent_epsilon(votes[:self.asked], answered[:self.asked])
+        candidates = public_x[:queries]
+        self.released = (np.flatnonzero(answered), labels[answered])
+        self.details.update(public_size=len(public_x), queries_asked=self.asked,
+                            answered=int(answered.sum()), teachers=self.hparams["teachers"])
+        self.student = self._train_student(
+            candidates[answered], labels[answered],
+            np.concatenate([candidates[~answered], public_x[queries:]]), num_classes)
+        return self
+
+    # --- the teachers ------------------------------------------------------------------
+
+    def _teacher_votes(self, train: Split, num_classes: int, public_x: np.ndarray) -> np.ndarray:
+        """(public examples, classes) vote counts of the teachers, trained or cached."""
+        h = self.hparams
+        settings = {key: h[key] for key in ("teachers", "teacher_model", "teacher_epochs",
+                                            "teacher_batch_size", "teacher_learning_rate")}
+        shard_seed, teacher_seed = self.ctx.seed_for("teacher shards"), self.ctx.seed_for("teachers")
+        path = self._votes_cache(train, public_x, {**settings, "num_classes": num_classes,
+                                                   "shard_seed": shard_seed,
+                                                   "teacher_seed": teacher_seed})
+        cached = _read_votes(path)
+        if cached is not None and cached.shape == (len(public_x), num_classes):
+            self.progress("teacher votes from the cache")
+            return cached
+        from methods.nn import ensemble
+
+        size = len(train) // h["teachers"]
+        if size == 0:
+            raise InputError(f"{self.name}: {h['teachers']} teachers need at least that many "
+                             f"training records, got {len(train)}")
+        order = np.random.default_rng(shard_seed).permutation(len(train))
+        shards = [order[t * size:(t + 1) * size] for t in range(h["teachers"])]
+        teachers = ensemble.train_teachers(
+            train.x, train.y, shards, num_classes, model=h["teacher_model"],
+            epochs=h["teacher_epochs"], batch_size=h["teacher_batch_size"],
+            learning_rate=h["teacher_learning_rate"], seed=teacher_seed,
+            progress=self.progress)
+        votes = teachers.votes(public_x)
+        with atomic_write(path, "wb") as f:
+            np.savez(f, votes=votes)
+        return votes
+
+    def _votes_cache(self, train: Split, public_x: np.ndarray, settings: dict) -> Path:
+        from benchmarks import datasets
+
+        digest = hashlib.sha256()
+        for array in (train.x, train.y, public_x):
+            digest.update(np.ascontiguousarray(array).data)
+        digest.update(json.dumps({**settings, "version": TEACHERS_VERSION},
+                                 sort_keys=True).encode())
+        root = self.ctx.data_dir or datasets.data_dir()
+        return Path(root) / "cache" / "pate-votes" / f"{digest.hexdigest()[:32]}.npz"
+
+    # --- the aggregator (subclasses) ---------------------------------------------------
+
+    def _aggregate(self, votes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(answered mask, labels) of the queries, with the aggregator's charges."""
+        raise NotImplementedError
+
+    def _release_curve(self) -> np.ndarray:
+        """The RDP of the smooth-sensitivity release, which the calibration leaves room for."""
+        return np.zeros_like(rdp.ORDERS)
+
+    def _release_data_dependent_epsilon(self, votes: np.ndarray, answered: np.ndarray) -> None:
+        """Charge and publish the data-dependent epsilon through smooth sensitivity."""
+
+    def _calibrated(self, name: str, curve_of: Callable[[float], np.ndarray]) -> float:
+        """The given noise ``name``, or the smallest noise scale s whose data-independent
+        curve_of(s), with the release's curve, meets the cell's epsilon."""
+        given = self.hparams[name]
+        if given is not None:
+            self.details[f"{name}_given"] = float(given)
+            return float(given)
+        scale = smallest_noise(lambda s: curve_of(s) + self._release_curve(),
+                               self.budget.epsilon, self.budget.delta)
+        self.details[f"{name}_calibrated"] = scale
+        self.details["calibration"] = ("the data-independent bound at the cell's epsilon, "
+                                       "every query answered; looks at no private data")
+        return scale
+
+    # --- the student -------------------------------------------------------------------
+
+    def _train_student(self, x_labelled: np.ndarray, y_labelled: np.ndarray,
+                       x_unlabelled: np.ndarray, num_classes: int):
+        from methods.nn import ssgan
+
+        h = self.hparams
+        student = ssgan.train_student(
+            x_labelled, y_labelled, x_unlabelled, num_classes, mode=self.student_mode,
+            epochs=h["student_epochs"], learning_rate=h["student_learning_rate"],
+            width=h["student_width"], seed=self.ctx.seed_for("student"),
+            progress=self.progress, **self._student_settings())
+        self.details["student"] = student.choices
+        return student
+
+    def _student_settings(self) -> dict[str, Any]:
+        return {}
+
+    def predict_proba(self, x: np.ndarray) -> np.ndarray:
+        if self.student is None:
+            raise InputError(f"{self.name}: call fit before predict_proba")
+        return self.student.predict_proba(x)
+
+    def released_public_labels(self) -> tuple[np.ndarray, np.ndarray] | None:
+        return self.released
+
+    def privacy_details(self) -> dict[str, Any]:
+        return self.details
+
+    def variant(self) -> str:
+        return f"{self.hparams['teachers']} teachers, {self.hparams['queries']} queries"
+
+
+class PateLnmax(Pate):
+    """PATE 2017: LNMax (Laplace noise of scale 1/gamma on the counts) on every query."""
+
+    name = "pate-lnmax"
+    paper = PAPER_2017
+    defaults: ClassVar[dict[str, Any]] = {**Pate.defaults, "queries": 100, "gamma": None}
+
+    def _aggregate(self, votes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        # gamma = 1 / scale: the scale is what the search grows.
+        scale = self._calibrated_scale(votes)
+        gamma = 1.0 / scale
+        self.ctx.ledger.charge("LNMax", records(), RdpCurve(len(votes) * analysis.lnmax_rdp(gamma)),
+                               queries=len(votes), gamma=gamma)
+        self.ctx.diagnose(epsilon_data_dependent=analysis.lnmax_account(
+            votes, gamma=gamma, delta=self.budget.delta).epsilon_data_dependent)
+        self.details.update(aggregator="LNMax", gamma=gamma)
+        return np.ones(len(votes), dtype=bool), lnmax(votes, gamma, self.ctx.rng("aggregator"))
+
+    def _calibrated_scale(self, votes: np.ndarray) -> float:
+        if self.hparams["gamma"] is not None:
+            return 1.0 / _positive(self.name, "gamma", self.hparams["gamma"])
+        scale = smallest_noise(lambda s: len(votes) * analysis.lnmax_rdp(1.0 / s),
+                               self.budget.epsilon, self.budget.delta)
+        self.details["calibration"] = ("the data-independent bound at the cell's epsilon; "
+                                       "looks at no private data")
+        return scale
+
+    def variant(self) -> str:
+        return f"LNMax, {super().variant()}"
+
+
+class _GaussianAggregator(Pate):
+    """GNMax-based aggregators: their data-dependent epsilon is released with smooth
+    sensitivity, and that release is charged too."""
+
+    def _release_curve(self) -> np.ndarray:
+        h = self.hparams
+        return analysis.smooth_sensitivity_release_rdp(h["release_beta"], h["release_noise"])
+
+    def _threshold(self) -> tuple[float | None, float | None]:
+        return None, None
+
+    def _release_data_dependent_epsilon(self, votes: np.ndarray, answered: np.ndarray) -> None:
+        h = self.hparams
+        threshold, sigma1 = self._threshold()
+        sigma2 = self.details["sigma2"]
+        release = analysis.release_data_dependent_rdp(
+            votes, answered, sigma2=sigma2, order=h["release_order"], beta=h["release_beta"],
+            noise_multiplier=h["release_noise"], rng=self.ctx.rng("smooth sensitivity"),
+            threshold=threshold, sigma1=sigma1)
+        self.ctx.ledger.charge("smooth-sensitivity release of the data-dependent epsilon",
+                               records(), RdpCurve(release.rdp), order=release.order,
+                               beta=release.beta, noise_multiplier=release.noise_multiplier)
+        account = analysis.confident_gnmax_account(votes, answered, sigma2=sigma2,
+                                                   delta=self.budget.delta,
+                                                   threshold=threshold, sigma1=sigma1)
+        self.ctx.diagnose(epsilon_data_dependent=account.epsilon_data_dependent)
+        self.details.update(epsilon_data_independent_aggregator=account.epsilon_data_independent,
+                            epsilon_smooth_sensitivity=release.epsilon(self.budget.delta))
+
+
+class PateGnmax(_GaussianAggregator):
+    """PATE 2018's GNMax (Gaussian noise on the counts) on every query."""
+
+    name = "pate-gnmax"
+    defaults: ClassVar[dict[str, Any]] = {**Pate.defaults, "sigma2": None}
+
+    def _aggregate(self, votes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        sigma2 = self._calibrated("sigma2", lambda s: len(votes) * analysis.gnmax_rdp(s))
+        self.ctx.ledger.charge("GNMax", records(), RdpCurve(len(votes) * analysis.gnmax_rdp(sigma2)),
+                               queries=len(votes), sigma2=sigma2)
+        self.details.update(aggregator="GNMax", sigma2=sigma2)
+        return np.ones(len(votes), dtype=bool), gnmax(votes, sigma2, self.ctx.rng("aggregator"))
+
+    def variant(self) -> str:
+        return f"GNMax, {super().variant()}"
+
+
+class PateConfidentGnmax(_GaussianAggregator):
+    """PATE 2018's Confident-GNMax: a query is answered only when its noisy top count
+    clears the threshold; the check is charged on every query, GNMax on the answered."""
+
+    name = "pate-confident-gnmax"
+    # answered_target: ask the queries in order and stop once this many are answered
+    # (None: ask all ``queries``).
+    defaults: ClassVar[dict[str, Any]] = {**Pate.defaults, "threshold": 200.0, "sigma1": 150.0,
+                                          "sigma2": None, "answered_target": None}
+    tiny_hparams: ClassVar[dict[str, Any]] = {**Pate.tiny_hparams, "threshold": 2.0,
+                                              "sigma1": 50.0}
+
+    def _threshold(self) -> tuple[float | None, float | None]:
+        return float(self.hparams["threshold"]), float(self.hparams["sigma1"])
+
+    def _aggregate(self, votes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        threshold, sigma1 = self._threshold()
+        target = self.hparams["answered_target"] or len(votes)
+        # The worst case the calibration assumes: every query asked, the target answered.
+        worst = (len(votes) * analysis.threshold_rdp(sigma1), min(target, len(votes)))
+        sigma2 = self._calibrated(
+            "sigma2", lambda s: worst[0] + worst[1] * analysis.gnmax_rdp(s))
+        answered, labels = confident_gnmax(votes, threshold, sigma1, sigma2,
+                                           self.ctx.rng("aggregator"))
+        # Stopping once ``target`` are answered depends on released outputs only; the
+        # queries after the stop are never asked, so never released nor charged.
+        reached = np.flatnonzero(np.cumsum(answered) == target)
+        self.asked = int(reached[0]) + 1 if len(reached) else len(votes)
+        answered[self.asked:] = False
+        self.ctx.ledger.charge("Confident-GNMax threshold check (every query asked)",
+                               records(), RdpCurve(self.asked * analysis.threshold_rdp(sigma1)),
+                               queries=self.asked, threshold=threshold, sigma1=sigma1)
+        self.ctx.ledger.charge("GNMax (answered queries)", records(),
+                               RdpCurve(int(answered.sum()) * analysis.gnmax_rdp(sigma2)),
+                               answered=int(answered.sum()), sigma2=sigma2)
+        self.details.update(aggregator="Confident-GNMax", threshold=threshold,
+                            sigma1=sigma1, sigma2=sigma2)
+        return answered, labels
+
+    def variant(self) -> str:
+        h = self.hparams
+        return (f"Confident-GNMax, {super().variant()}, threshold {h['threshold']:g}, "
+                f"sigma1 {h['sigma1']:g}")
+
+
+class PateSupervised(PateConfidentGnmax):
+    """The baseline of the semi-supervised student: the same teachers and Confident-GNMax
+    labels, a student trained on the answered queries alone."""
+
+    name = "pate-supervised"
+    student_mode = "supervised"
+
+
+def smallest_noise(curve_of: Callable[[float], np.ndarray], epsilon: float,
+                   delta: float) -> float:
+    """The smallest noise scale s (to 0.01%) whose RDP curve_of(s) converts to at most
+    ``epsilon`` at ``delta``; curve_of must decrease in s."""
+    def meets(scale: float) -> bool:
+        return rdp.epsilon_from_rdp(curve_of(scale), delta)[0] <= epsilon
+
+    low, high = NOISE_SEARCH
+    if not meets(high):
+        raise InputError(f"epsilon = {epsilon:g} at delta = {delta:g} is unmeetable with these "
+                         f"queries even at noise scale {high:g}; ask fewer queries")
+    while high / low > 1 + 1e-4:
+        middle = math.sqrt(low * high)
+        low, high = (low, middle) if meets(middle) else (middle, high)
+    return high
+
+
+def _read_votes(path: Path) -> np.ndarray | None:
+    if not path.is_file():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as stored:
+            return stored["votes"]
+    except Exception:  # a damaged cache entry is retrained, never trusted
+        return None
+
+
+def _positive_int(name: str, key: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise InputError(f"{name}: {key} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def _positive(name: str, key: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 < value < math.inf:
+        raise InputError(f"{name}: {key} must be a finite number > 0, got {value!r}")
+    return float(value)

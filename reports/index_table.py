@@ -1,0 +1,99 @@
+"""The index's leaderboard: one sortable table per dataset with one line per leaderboard
+row (a configuration of ours beside a paper cell, ours only, or paper only)."""
+from __future__ import annotations
+
+import pandas as pd
+
+from benchmarks.privacy import Protects
+from reports.presentation import SCOPES, UNKNOWN_NOTION, presentation, slug
+from reports.rows import QUICK_SUITE
+
+# The epsilons a line shows, as (rows column, header, tooltip). An audited epsilon (an
+# empirical lower bound on what a run leaks) becomes one more column of the rows: add it
+# here and every table shows it, sortable like the others.
+EPSILON_COLUMNS = (
+    ("epsilon", "ε budget", "the cell's privacy budget (inf: non-private)"),
+    ("spent_epsilon", "ε spent",
+     "what the privacy ledger of our runs composed to (mean over seeds)"),
+)
+# The order of the notion groups in a table, by the protected part of a row's section
+# ("other": local notions); a method's e = inf line stays in its private group.
+GROUPS = (Protects.LABELS.value, Protects.RECORDS.value, "other", Protects.NOTHING.value)
+
+
+def dataset_tables(rows: pd.DataFrame, notes: dict[str, str]) -> list[dict]:
+    return [{"name": dataset, "page": slug(dataset), "note": notes.get(dataset, ""),
+             "metric": dataset_rows["metric"].iloc[0],
+             "notions": _legend(dataset_rows),
+             "lines": sorted(map(table_line, dataset_rows.itertuples(index=False)),
+                             key=_line_order)}
+            for dataset, dataset_rows in rows.groupby("dataset", sort=True)]
+
+
+def notion_filter(rows: pd.DataFrame) -> list[tuple[str, str]]:
+    """(css class, title) of every notion scope, and of "unknown" if a row has it."""
+    scopes = [(css, title) for css, title, _ in SCOPES.values()]
+    known = {protects.value for protects in Protects}
+    if not rows["protects"].isin(known).all():
+        scopes.append(UNKNOWN_NOTION[:2])
+    return scopes
+
+
+def table_line(row) -> dict:
+    css, title, explanation = presentation(row.protects, row.neighbours)
+    return {
+        "method": row.method, "method_page": slug(row.method), "variant": row.variant,
+        "suite": row.suite, "quick": row.suite == QUICK_SUITE, "paper_only": not row.cell,
+        "scope": css, "badge": title, "explanation": explanation,
+        "notion": "" if css == "non-private" else (
+            f"{row.neighbours} neighbours, {row.kind}; {row.accountant}"),
+        "local_warning": css == "other-notion",
+        "protects": row.protects,
+        "epsilons": [_number(getattr(row, column)) for column, _, _ in EPSILON_COLUMNS],
+        "delta": _number(row.delta),
+        "ours": ours_of(row), "paper": paper_of(row), "group": _group(row.section)}
+
+
+def ours_of(row) -> dict | None:
+    """Our number of a row's configuration, or None for a paper-only row."""
+    if not row.cell:
+        return None
+    return {"cell": row.cell, "page": slug(row.cell), "n": row.n, "failed": row.failed,
+            "mean": None if row.n == 0 else row.mean,
+            "std": None if pd.isna(row.std) else row.std, "superseded": bool(row.superseded)}
+
+
+def paper_of(row) -> dict | None:
+    """The paper cell of a row with its citation and our difference, or None."""
+    if pd.isna(row.paper_value):
+        return None
+    return {"value": row.paper_value, "paper": row.paper, "table": row.table,
+            "column": row.column, "inferred": bool(row.column_inferred), "note": row.note,
+            "headline": bool(row.cell) and row.paper_variant != row.variant,
+            "diff": None if pd.isna(row.diff) else row.diff,
+            "beyond": bool(row.beyond_tolerance)}
+
+
+def _legend(rows: pd.DataFrame) -> list[tuple[str, str, str]]:
+    """The notions of a dataset's rows, each with its neighbour relation in words."""
+    pairs = rows[["protects", "neighbours"]].drop_duplicates().itertuples(index=False)
+    notions = {presentation(protects, neighbours) for protects, neighbours in pairs}
+    order = [css for css, _, _ in SCOPES.values()]
+    return sorted(notions, key=lambda notion: (
+        order.index(notion[0]) if notion[0] in order else len(order), notion[2]))
+
+
+def _number(value: float) -> float | None:
+    """None for NaN (nothing spent yet, a delta not stated), which templates leave blank."""
+    return None if pd.isna(value) else float(value)
+
+
+def _group(section: str) -> int:
+    scope = section.partition(" / ")[0]
+    return GROUPS.index(scope) if scope in GROUPS else len(GROUPS)
+
+
+def _line_order(line: dict) -> tuple[int, bool]:
+    """Notion groups in order, our lines before the paper-only ones; otherwise the
+    rows' own order (the sort is stable)."""
+    return line["group"], line["paper_only"]

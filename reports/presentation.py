@@ -1,0 +1,103 @@
+"""How privacy notions, ledger charges and record fields read on the site.
+
+Every page takes its words for a notion from here (and through it from
+``benchmarks.privacy``), so a badge, its explanation and the neighbour relation of the
+guarantee always agree.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+from benchmarks.privacy import Accountant, Kind, Neighbours, PrivacyNotion, Protects
+
+UNKNOWN_NOTION = ("unknown-notion", "Unknown notion", "the notion of these runs is not known.")
+# Per scope of a notion: (css class, title, what it covers). Its order is the order of
+# the notion filter and of the legends.
+SCOPES = {
+    "label-DP": ("label-dp", "Label-DP", ("protects the labels only (the inputs are public). "
+                                          "Not comparable with full DP at the same epsilon.")),
+    "full DP": ("full-dp", "Full DP", "protects inputs and labels."),
+    "local randomised response": ("other-notion", "Local randomised response", (
+        "the epsilon is NOT an overall model epsilon: it covers only the mechanism named "
+        "here (local randomised response of each label), not the trained model.")),
+    "non-private": ("non-private", "Non-private",
+                    "no privacy: references trained on clean data."),
+}
+KIND_WORDS = {Kind.PURE.value: "pure epsilon-DP (delta = 0)",
+              Kind.APPROXIMATE.value: "approximate (epsilon, delta)-DP",
+              Kind.NONE.value: "none"}
+
+
+def presentation(protects: str, neighbours: str) -> tuple[str, str, str]:
+    """(css class, title, explanation) of a notion; the explanation names the neighbour
+    relation of the guarantee."""
+    try:
+        scope = Protects(protects).scope
+    except ValueError:
+        return UNKNOWN_NOTION
+    css, title, covers = SCOPES[scope]
+    if scope == "non-private":
+        return css, title, covers
+    relation = neighbour_words(protects, neighbours)
+    return css, title, f"{covers} {relation[0].upper()}{relation[1:]}."
+
+
+def neighbour_words(protects: str, neighbours: str) -> str:
+    """What separates two neighbouring datasets, in the words of ``PrivacyNotion``."""
+    try:
+        notion = PrivacyNotion(Protects(protects), Neighbours(neighbours), Kind.PURE,
+                               Accountant.NONE)
+    except ValueError:
+        return f"{neighbours} neighbours"
+    return notion.neighbour_words
+
+
+def describe(protects: str, neighbours: str, kind: str, accountant: str) -> dict[str, str]:
+    """A notion in words, for a page's definition list (notions of records, of methods
+    and of paper cells alike; a paper's accountant is free text)."""
+    css, title, explanation = presentation(protects, neighbours)
+    return {"css": css, "title": title, "explanation": explanation, "protects": protects,
+            "neighbours": neighbour_words(protects, neighbours),
+            "kind": KIND_WORDS.get(kind, kind), "accountant": accountant}
+
+
+def describe_notion(notion: PrivacyNotion) -> dict[str, str]:
+    return describe(notion.protects.value, notion.neighbours.value, notion.kind.value,
+                    notion.accountant.value)
+
+
+def ledger_entry(entry: dict[str, Any]) -> dict[str, Any]:
+    """One charge of a privacy ledger, as its table shows it."""
+    touches = entry.get("touches", {})
+    cost = dict(entry.get("cost", {}))
+    cost.pop("orders", None)  # a curve's orders are the same for every charge
+    return {"mechanism": entry.get("mechanism", ""), "field": touches.get("field", ""),
+            "examples": touches.get("examples", ""), "group": touches.get("group", ""),
+            "epsilon_alone": entry.get("epsilon_alone", ""),
+            "cost": cost.get("type", ""), "details": json_text(entry.get("details"))}
+
+
+def json_text(value: Any) -> str:
+    return json.dumps(value, indent=1, sort_keys=True, default=str) if value else ""
+
+
+def without_nan(row: dict[str, Any]) -> dict[str, Any]:
+    return {name: None if isinstance(value, float) and math.isnan(value) else value
+            for name, value in row.items()}
+
+
+def slug(name: str) -> str:
+    """A file name for a page of a method, dataset or configuration: names come from
+    records too, and may hold any character."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name) or "_"
+
+
+def sort_key(value: float | None) -> str:
+    """What the tables' script sorts a number by: text JavaScript parses, or empty for
+    no value (sorted last)."""
+    if value is None or math.isnan(value):
+        return ""
+    return "Infinity" if math.isinf(value) else repr(float(value))

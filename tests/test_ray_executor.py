@@ -1,0 +1,154 @@
+"""Suites on Ray: records equal to the local executor's, resuming across executors in
+both directions, and a cell whose worker dies retried, then recorded as failed."""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from benchmarks import datasets, runner
+from benchmarks.cli import main
+from benchmarks.ray_executor import RayExecutor, train_cell
+from benchmarks.records import read_records
+from benchmarks.suites import load_suite
+from test_runner import finished, write_suite  # the runner tests' 4-cell suite
+
+ray = pytest.importorskip("ray")
+
+TIMING = ("wall_time_s", "started_at", "finished_at")
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    """One local Ray instance for the tests that run in this process; an executor uses
+    a running instance instead of starting its own."""
+    ray.init(address="local", include_dashboard=False)
+    yield
+    ray.shutdown()
+
+
+def kill_after_first_record(cmd: list[str], results: Path) -> dict[str, bytes]:
+    """Start a run, kill -9 it once a record exists; the records it left."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while time.time() < deadline and not finished(results):
+        time.sleep(0.1)
+    started = psutil.Process(proc.pid).children(recursive=True)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    # Ray's agents outlive a killed driver by a minute or so; none of its processes can
+    # write a record (the driver writes them all), so they are simply stopped here.
+    for process in started:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.kill()
+    psutil.wait_procs(started, timeout=30)
+    return finished(results)
+
+
+# First in the file: its run on Ray starts a Ray instance of its own, better done before
+# this module's shared instance exists.
+@pytest.mark.parametrize("first, then", [("ray", "local"), ("local", "ray")])
+def test_a_suite_killed_on_one_executor_is_finished_on_the_other(tmp_path, request, first,
+                                                                  then):
+    results, suite = tmp_path / "results", write_suite(tmp_path)
+    run = ["run", "--suite", suite, "--results", str(results)]
+    before = kill_after_first_record(
+        [sys.executable, "-m", "benchmarks.cli", *run, "--executor", first], results)
+    assert 1 <= len(before) < 4
+    if then == "ray":
+        request.getfixturevalue("local_ray")
+    assert main([*run, "--executor", then]) == 0
+    after = finished(results)
+    assert len(after) == 4 and all(after[name] == data for name, data in before.items())
+    assert len({json.loads(data)["cell_id"] for data in after.values()}) == 4
+    assert all(record.ok for record in read_records(results))
+
+
+def comparable(results: Path) -> dict[str, dict]:
+    """Every record by file name, without its timing: metrics, privacy, provenance and
+    diagnostics included."""
+    return {path.name: {k: v for k, v in json.loads(path.read_text()).items()
+                        if k not in TIMING}
+            for path in results.glob("*.json")}
+
+
+def test_the_smoke_suite_on_ray_gives_the_local_records_bit_for_bit(tmp_path, local_ray):
+    local, on_ray = tmp_path / "local", tmp_path / "ray"
+    assert main(["run", "--suite", "smoke", "--results", str(local)]) == 0
+    assert main(["run", "--suite", "smoke", "--results", str(on_ray), "--executor", "ray"]) == 0
+    expected = comparable(local)
+    assert len(expected) == sum(not cell.skip for cell in load_suite("smoke").cells)
+    assert comparable(on_ray) == expected
+
+
+def dying(attempts: Path, deaths_by_seed: dict[int, int]):
+    """A Ray task whose worker process dies the given number of times for each seed's
+    cell before it trains the cell. Each attempt leaves a file: a dead worker keeps no
+    count in memory."""
+
+    def task(cell, data_dir):
+        attempt = len(list(attempts.glob(f"{cell.cell_id}-*"))) + 1
+        (attempts / f"{cell.cell_id}-{attempt}").touch()
+        if attempt <= deaths_by_seed[cell.seed]:
+            os._exit(1)
+        return train_cell(cell, data_dir)
+
+    return task
+
+
+def test_a_cell_whose_worker_dies_is_retried_then_recorded_as_failed(tmp_path, local_ray):
+    results, attempts = tmp_path / "results", tmp_path / "attempts"
+    attempts.mkdir()
+    mini = load_suite(write_suite(tmp_path))
+    suite = dataclasses.replace(mini, cells=tuple(c for c in mini.cells if c.epsilon == 1))
+    executor = RayExecutor(max_retries=1, task=dying(attempts, {0: 1, 1: 2}))
+    assert runner.run(suite, results, datasets.data_dir(), executor=executor,
+                      echo=lambda line: None) == 1
+    records = {record.seed: record for record in read_records(results)}
+    assert records[0].ok  # died once, then trained on the retry
+    assert not records[1].ok  # died on the try and on the one retry
+    assert records[1].error.startswith("lost on Ray (retries allowed: 1): WorkerCrashedError")
+    assert "\n" not in records[1].error
+    assert records[1].provenance["device"] == "unknown: the worker died"
+    tries = sorted(path.name.rsplit("-", 1)[1] for path in attempts.iterdir())
+    assert tries == ["1", "1", "2", "2"]  # each cell: its try and its one retry
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--address", "localhost:6379"], "--address needs --executor ray"),
+    (["--executor", "ray", "--cpus-per-cell", "0"], "--cpus-per-cell must be a number > 0"),
+    (["--executor", "ray", "--gpus-per-cell", "nan"], "--gpus-per-cell must be a number >= 0"),
+    (["--executor", "ray", "--gpus-per-cell", "0.00001"], "Ray refuses the resources"),
+    (["--executor", "ray", "--max-retries", "-1"], "--max-retries must be >= 0"),
+    (["--executor", "ray", "--address", "127.0.0.1:1"],
+     "cannot join the Ray cluster at 127.0.0.1:1: Connection refused"),
+])
+def test_bad_executor_options_are_one_line_and_exit_2(tmp_path, capsys, argv, message):
+    results = tmp_path / "results"
+    assert main(["run", "--suite", "smoke", "--results", str(results), *argv]) == 2
+    error = capsys.readouterr().err.strip()
+    assert message in error and len(error.splitlines()) == 1
+    assert not results.exists()
+
+
+def test_listing_status_and_help_import_neither_tensorflow_nor_ray(tmp_path):
+    code = ("import contextlib, io, sys\n"
+            "from benchmarks.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            "    main(['list'])\n"
+            f"    main(['status', '--suite', 'smoke', '--results', {str(tmp_path)!r}])\n"
+            "    try: main(['run', '--help'])\n"
+            "    except SystemExit: pass\n"
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'tensorflow', 'ray'}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip().splitlines()[-1] == "[]"

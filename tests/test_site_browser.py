@@ -1,0 +1,216 @@
+"""The published site in a real headless browser (Debian's chromium, driven by
+playwright), built from the golden records: a table sorts when its header is clicked,
+the notion filter hides rows, links lead to a method page and a configuration page, and
+no page, opened from the file system or from a static web server, has a console error,
+a request outside the site, or a link to a file the site does not have."""
+from __future__ import annotations
+
+import functools
+import http.server
+import threading
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pytest
+
+import reports
+
+GOLDEN = Path(__file__).parent / "golden"
+CHROMIUM = Path("/usr/bin/chromium")
+# Headless, and none of Chromium's own connections: the machine's network is closed.
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu",
+                 "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+
+sync_api = pytest.importorskip(
+    "playwright.sync_api", reason="playwright is not installed: pip install -e '.[test]'")
+pytestmark = pytest.mark.skipif(
+    not CHROMIUM.is_file(),
+    reason=f"no {CHROMIUM}: `make test` installs Debian's chromium when run as root with apt")
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("browser") / "site"
+    reports.build(GOLDEN / "records", out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def server(site):
+    """The site on a plain static web server, as a static host would serve it."""
+    handler = functools.partial(_QuietHandler, directory=str(site))
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as httpd:
+        thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+        thread.start()
+        yield f"http://127.0.0.1:{httpd.server_address[1]}/"
+        httpd.shutdown()
+
+
+class Visit:
+    """A browser page that records every console error, script error and failed or
+    outside request; requests outside the site are refused."""
+
+    def __init__(self, browser, base: str) -> None:
+        self.base = base
+        self.problems: list[str] = []
+        self.page = browser.new_page()
+        self.page.on("console", self._console)
+        self.page.on("pageerror", lambda error: self.problems.append(f"script error: {error}"))
+        self.page.on("requestfailed", lambda request: self.problems.append(
+            f"failed request: {request.url} ({request.failure})"))
+        self.page.on("response", self._response)
+        self.page.route("**/*", self._inside_only)
+
+    def _console(self, message) -> None:
+        if message.type == "error":
+            self.problems.append(f"console error on {self.page.url}: {message.text}")
+
+    def _response(self, response) -> None:
+        if response.status >= 400:
+            self.problems.append(f"HTTP {response.status}: {response.url}")
+
+    def _inside_only(self, route) -> None:
+        url = route.request.url
+        if url.startswith((self.base, "data:")):
+            route.continue_()
+        else:
+            self.problems.append(f"request outside the site: {url}")
+            route.abort()
+
+    def open(self, relative: str) -> None:
+        self.page.goto(self.base + relative)
+
+    def column(self, table: str, column: str) -> list[str]:
+        """The sort keys of one column of a table, in the order shown."""
+        return self.page.eval_on_selector(table, """(table, column) => {
+            const index = [...table.tHead.rows[0].cells].findIndex(
+                th => th.dataset.column === column);
+            return [...table.tBodies[0].rows].map(row => row.cells[index].dataset.sort);
+        }""", column)
+
+
+@pytest.fixture
+def visit(browser, site):
+    visit = Visit(browser, site.as_uri() + "/")
+    yield visit
+    visit.page.close()
+    assert visit.problems == []
+
+
+def _numbers(keys: list[str]) -> list[float]:
+    return [float(key) for key in keys if key != ""]
+
+
+def test_clicking_a_header_sorts_the_table_and_again_reverses_it(visit):
+    visit.open("index.html")
+    table = "#table-mnist"
+    before = visit.column(table, "ours")
+    header = visit.page.locator(f'{table} th[data-column="ours"]')
+    header.click()
+    ascending = visit.column(table, "ours")
+    assert ascending != before and sorted(ascending) == sorted(before)
+    values = _numbers(ascending)
+    assert len(values) >= 3 and values == sorted(values)
+    assert ascending[len(values):] == [""] * (len(ascending) - len(values))  # no value: last
+    assert header.get_attribute("aria-sort") == "ascending"
+    header.click()
+    descending = visit.column(table, "ours")
+    assert _numbers(descending) == sorted(values, reverse=True)
+    assert header.get_attribute("aria-sort") == "descending"
+
+    visit.page.locator(f'{table} th[data-column="epsilon"]').click()
+    epsilons = _numbers(visit.column(table, "epsilon"))
+    assert epsilons == sorted(epsilons) and epsilons[-1] == float("inf")
+
+
+def test_the_notion_filter_hides_the_unticked_notions(visit):
+    visit.open("index.html")
+    rows = visit.page.locator('#table-mnist tbody tr[data-scope="label-dp"]')
+    others = visit.page.locator('#table-mnist tbody tr:not([data-scope="label-dp"])')
+    assert rows.count() > 0 and rows.first.is_visible()
+    visit.page.locator('#notion-filter input[value="label-dp"]').uncheck()
+    assert all(row.is_hidden() for row in rows.all())
+    assert others.first.is_visible()
+    shown = f"{others.count()} of {rows.count() + others.count()} rows shown"
+    assert visit.page.locator("#table-mnist-count").inner_text() == shown
+
+
+def test_links_lead_to_a_method_page_and_a_configuration_page(visit):
+    visit.open("index.html")
+    visit.page.locator('#table-mnist a[href="methods/lp-1st.html"]').first.click()
+    assert visit.page.url.endswith("/methods/lp-1st.html")
+    assert visit.page.locator("h1").inner_text() == "lp-1st"
+    body = visit.page.locator("body").inner_text()
+    for piece in ("Ghazi", "Where the budget goes", "RRWithPrior", "neighbouring datasets differ",
+                  "Default hyperparameters", "cfg-mnist-lp1st-e1"):
+        assert piece in body, piece
+
+    visit.page.go_back()
+    ours = visit.page.locator('#table-mnist a.ours[href="cells/cfg-mnist-lp1st-e1.html"]').first
+    ours.click()
+    assert visit.page.url.endswith("/cells/cfg-mnist-lp1st-e1.html")
+    assert "lp-1st" in visit.page.locator("h1").inner_text()
+    body = visit.page.locator("body").inner_text()
+    assert "Runs" in body and "0123456789abcdef0123456789abcdef01234567" in body
+
+
+# From the file system every page is visited; from the web server one page of each kind
+# (the same templates, so the same relative links).
+ONE_OF_EACH = ["index.html", "methods/lp-1st.html", "datasets/mnist.html",
+               "cells/cfg-mnist-lp1st-e1.html"]
+
+
+@pytest.mark.parametrize("served_by", ["file system", "web server"])
+def test_no_page_has_a_console_error_or_a_broken_link(browser, site, server, served_by):
+    crawl = served_by == "file system"
+    base = site.as_uri() + "/" if crawl else server
+    visit = Visit(browser, base)
+    pending, seen, broken = ["index.html"] if crawl else list(ONE_OF_EACH), set(), []
+    while pending:
+        page = pending.pop()
+        if page in seen:
+            continue
+        seen.add(page)
+        visit.open(page)
+        links = visit.page.eval_on_selector_all("[href], [src]", """nodes => nodes.map(node => {
+            const written = node.getAttribute("href") ?? node.getAttribute("src");
+            return [written, new URL(written, document.baseURI).href];
+        })""")
+        for written, url in links:
+            if url.startswith("data:"):
+                continue
+            target = _inside(url, base)
+            if target is None or not (site / target).is_file():
+                broken.append(f"{page}: {written}")
+            elif target.endswith(".html"):
+                fragment = urlsplit(url).fragment
+                if fragment and f'id="{fragment}"' not in (site / target).read_text():
+                    broken.append(f"{page}: {written} (no such anchor)")
+                if crawl:
+                    pending.append(target)
+    visit.page.close()
+    assert broken == [] and visit.problems == []
+    if crawl:  # every page is reachable from the index
+        assert seen == {str(path.relative_to(site)) for path in site.rglob("*.html")}
+
+
+def _inside(url: str, base: str) -> str | None:
+    """The site-relative path a URL points at, or None if it leaves the site."""
+    plain = url.split("#")[0].split("?")[0]
+    if not plain.startswith(base):
+        return None
+    return unquote(urlsplit(plain).path)[len(unquote(urlsplit(base).path)):]
