@@ -23,8 +23,8 @@ DATASETS = frozenset({
     "mnist", "fashion-mnist", "kmnist", "cifar10", "cifar100", "svhn", "movielens-1m",
     "adult", "kddcup99", "mnist-7v9", "diabetes"})
 METHODS = frozenset({
-    "lp-1st", "lp-2st", "lp-3st", "dp-sgd", "dp-sgd-gdp", "tempered-sigmoid", "pate",
-    "pate-plus", "pate-plus-plus", "pate-co-teaching", "confident-gnmax", "spread-lr",
+    "lp-1st", "lp-2st", "lp-3st", "dp-sgd", "dp-sgd-gdp", "tempered-sigmoid", "pate-lnmax",
+    "pate-plus", "pate-plus-plus", "pate-co-teaching", "pate-confident-gnmax", "spread-lr",
     "lr-clean", "lr-noisy", "dp-erm-objective", "dp-erm-output", "non-private",
     "yu-et-al", "scatternet-cnn", "feldman-zrnic"})
 METRICS = frozenset(METRIC_SPECS)

@@ -50,7 +50,9 @@ class _NoisyLabelStudent(PateConfidentGnmax):
         return {key: self.hparams[key] for key in STUDENT_DEFAULTS}
 
     def variant(self) -> str:
-        return f"beta={self.hparams['beta']:g}, {super().variant()}"
+        """The paper's own labels (Tables 1-3), so that its rows pair with ours; the
+        aggregator's settings are in the configuration and on its page."""
+        return f"beta={self.hparams['beta']:g}"
 
 
 class PateCoTeaching(_NoisyLabelStudent):
@@ -82,4 +84,4 @@ class PatePlusPlus(_NoisyLabelStudent):
                 "decay_rule": h["decay_rule"]}
 
     def variant(self) -> str:
-        return f"tau={self.hparams['tau']:g}, {super().variant()}"
+        return f"{super().variant()}, tau={self.hparams['tau']:g}"

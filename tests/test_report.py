@@ -169,8 +169,8 @@ def test_method_page_gives_paper_notion_defaults_configurations_and_budget(site)
                   "<td>0, 1</td>",  # one ledger entry, the same in seeds 0 and 1
                   "Published numbers", "Ghazi et al. 2021, Table 4, e=1"):
         assert piece in html, piece
-    paper_only = (site / "methods" / "pate.html").read_text()
-    assert "Not implemented in privboard" in paper_only and "Papernot et al. 2017" in paper_only
+    paper_only = (site / "methods" / "tempered-sigmoid.html").read_text()
+    assert "Not implemented in privboard" in paper_only and "Ghazi et al. 2021" in paper_only
 
 
 def test_dataset_page_gives_source_licence_fingerprint_and_test_split(site):
