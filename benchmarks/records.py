@@ -28,6 +28,7 @@ from benchmarks.privacy import PrivacyNotion
 
 SCHEMA = 2
 STATUSES = ("ok", "failed")
+KINDS = ("run", "audit")
 
 
 class RecordError(PrivboardError):
@@ -56,8 +57,11 @@ def config_identity(method: str, method_version: int, dataset: str, dataset_fing
                   "hparams": hparams})
 
 
-def cell_identity(config_id: str, seed: int) -> str:
-    return _hash({"config_id": config_id, "seed": int(seed)})
+def cell_identity(config_id: str, seed: int, audit: bool = False) -> str:
+    """The configuration and the seed; an audited twin (trained with canaries) is a cell
+    of its own, linked to its configuration by config_id."""
+    identity = {"config_id": config_id, "seed": int(seed)}
+    return _hash({**identity, "audit": True} if audit else identity)
 
 
 @dataclasses.dataclass
@@ -114,12 +118,21 @@ class RunRecord:
     finished_at: str = ""
     provenance: dict[str, Any] = dataclasses.field(default_factory=dict)
     error: str = ""  # failed records: one line
+    # "run", or "audit" for a configuration's audited twin (trained with canaries), whose
+    # result (benchmarks.audit.training.TrainingAudit.as_dict) is ``audit``. Audits never
+    # count towards the accuracy columns.
+    kind: str = "run"
+    audit: dict[str, Any] = dataclasses.field(default_factory=dict)
     diagnostics: dict[str, Any] = dataclasses.field(default_factory=dict)  # PRIVATE
     path: Path | None = None  # where it was read from; not stored
 
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    @property
+    def is_audit(self) -> bool:
+        return self.kind == "audit"
 
     def public_dict(self) -> dict[str, Any]:
         """The record as published: everything but the private diagnostics."""
@@ -134,6 +147,7 @@ class RunRecord:
             "test_split": self.test_split, "datasets_used": self.datasets_used, "wall_time_s": self.wall_time_s,
             "started_at": self.started_at, "finished_at": self.finished_at,
             "provenance": self.provenance, **({"error": self.error} if self.error else {}),
+            "kind": self.kind, **({"audit": self.audit} if self.audit else {}),
         }
 
     def stored_dict(self) -> dict[str, Any]:
@@ -162,13 +176,18 @@ class RunRecord:
         if math.isnan(epsilon) or epsilon <= 0 or not 0 <= delta < 1:
             raise RecordError(f"{where}: epsilon {epsilon} must be > 0 and delta {delta} in [0, 1)")
         metrics = data.get("metrics") or {}
+        kind = data.get("kind", "run")
+        if kind not in KINDS:
+            raise RecordError(f"{where}: kind {kind!r} is neither 'run' nor 'audit'")
         if data["status"] == "ok":
             if privacy.epsilon is None:
                 raise RecordError(f"{where}: an ok record needs privacy.epsilon")
             for name, value in metrics.items():
                 if isinstance(value, bool) or not isinstance(value, (int, float)):
                     raise RecordError(f"{where}: metrics.{name} is {value!r}, not a number")
-            if not any(name in METRICS for name in metrics):
+            if kind == "audit" and not data.get("audit"):
+                raise RecordError(f"{where}: an ok audit record needs its audit result")
+            if kind == "run" and not any(name in METRICS for name in metrics):
                 raise RecordError(f"{where}: an ok record needs one of the metrics "
                                   f"{sorted(METRICS)}")
         return cls(
@@ -185,6 +204,7 @@ class RunRecord:
             started_at=str(data.get("started_at", "")),
             finished_at=str(data.get("finished_at", "")),
             provenance=dict(data.get("provenance") or {}), error=str(data.get("error", "")),
+            kind=kind, audit=dict(data.get("audit") or {}),
             diagnostics=dict(data.get("diagnostics") or {}), path=path)
 
 

@@ -107,24 +107,15 @@ class DatasetSlot:
 
 
 def run_cell(cell: Cell, data: Dataset, context: RunContext) -> RunRecord:
-    """Train and evaluate one cell. Errors become a failed record; an interrupt
-    (Ctrl-C) propagates and writes nothing."""
+    """Train and evaluate one cell, or audit it when it is an audited twin. Errors become
+    a failed record; an interrupt (Ctrl-C) propagates and writes nothing."""
     context.datasets_used[data.name] = data.fingerprint
     record = new_record(cell, data.fingerprint, context)
     start = time.perf_counter()
     try:
         method = get_method(cell.method)(cell.budget, context=context, **cell.hparams)
         record.variant = method.variant()
-        public = method.public_part(data.name, len(data.test))
-        method.fit(data.train, data.num_classes,
-                   **({"public_x": data.test.x[:public]} if public else {}))
-        evaluated = Split(data.test.x[public:], data.test.y[public:])
-        proba = method.predict_proba(evaluated.x)
-        record.test_split = {"public_inputs": public, "evaluated": len(evaluated)}
-        record.metrics = {**evaluate(data.task, data.num_classes, evaluated.y, proba),
-                          **released_label_metrics(method, data.test.y[:public]),
-                          **method.extra_metrics()}
-        record.privacy = spent_privacy(method, cell)
+        (_audit if cell.audit else _train_and_evaluate)(cell, data, method, record)
         record.status = "ok"
     except Exception as err:  # one bad cell must not stop the suite
         record.error = one_line(err)
@@ -133,6 +124,29 @@ def run_cell(cell: Cell, data: Dataset, context: RunContext) -> RunRecord:
     record.finished_at = now()
     record.provenance = provenance()
     return record
+
+
+def _train_and_evaluate(cell: Cell, data: Dataset, method, record: RunRecord) -> None:
+    public = method.public_part(data.name, len(data.test))
+    method.fit(data.train, data.num_classes,
+               **({"public_x": data.test.x[:public]} if public else {}))
+    evaluated = Split(data.test.x[public:], data.test.y[public:])
+    proba = method.predict_proba(evaluated.x)
+    record.test_split = {"public_inputs": public, "evaluated": len(evaluated)}
+    record.metrics = {**evaluate(data.task, data.num_classes, evaluated.y, proba),
+                      **released_label_metrics(method, data.test.y[:public]),
+                      **method.extra_metrics()}
+    record.privacy = spent_privacy(method, cell)
+
+
+def _audit(cell: Cell, data: Dataset, method, record: RunRecord) -> None:
+    """The audited twin: the same training with canaries planted (``method`` is the
+    instance whose context the audit trains in); its ledger must cover the budget."""
+    from benchmarks.audit.training import audit_training
+
+    result = audit_training(cell.method, data, cell.budget, cell.hparams, method.ctx)
+    record.audit = result.as_dict()
+    record.privacy = spent_privacy(method, cell)
 
 
 def new_record(cell: Cell, fingerprint: str, context: RunContext) -> RunRecord:
@@ -146,7 +160,7 @@ def new_record(cell: Cell, fingerprint: str, context: RunContext) -> RunRecord:
         delta=cell.delta, hparams=cell.hparams,
         privacy=Privacy(method_cls.notion_for(cell.budget, cell.hparams)),
         datasets_used=context.datasets_used, diagnostics=context.diagnostics,
-        started_at=now())
+        kind="audit" if cell.audit else "run", started_at=now())
 
 
 def one_line(err: BaseException) -> str:

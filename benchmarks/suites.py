@@ -11,6 +11,8 @@ A suite file holds a name, a description and ``[[block]]`` tables::
     seeds = [0, 1]
     hparams = { epochs = 8 }   # passed to every method of the block; a list of
                                # tables runs each as its own variant
+    audit = true               # also run an audited twin of each configuration (its
+                               # first seed) with canaries: benchmarks.audit.training
 
 Everything is validated when the suite is loaded, before anything runs.
 """
@@ -29,7 +31,7 @@ from benchmarks.records import cell_identity, config_identity
 from benchmarks.registry import get_method, unknown
 
 SUITES_DIR = Path(__file__).parent / "suites"
-BLOCK_KEYS = {"datasets", "methods", "epsilons", "delta", "seeds", "hparams"}
+BLOCK_KEYS = {"datasets", "methods", "epsilons", "delta", "seeds", "hparams", "audit"}
 
 
 class SuiteError(PrivboardError):
@@ -46,6 +48,7 @@ class Cell:
     seed: int
     hparams: dict[str, Any]  # the method's defaults with the block's overrides applied
     skip: str | None = None  # why the method cannot run this setting
+    audit: bool = False  # the audited twin of the configuration: trained with canaries
 
     @property
     def budget(self) -> Budget:
@@ -60,12 +63,13 @@ class Cell:
 
     @property
     def cell_id(self) -> str:
-        return cell_identity(self.config_id, self.seed)
+        return cell_identity(self.config_id, self.seed, self.audit)
 
     def describe(self) -> str:
         eps = "inf" if math.isinf(self.epsilon) else f"{self.epsilon:g}"
         delta = f" delta={self.delta:g}" if self.delta else ""
-        return f"{self.dataset} {self.method} eps={eps}{delta} seed={self.seed}"
+        audit = " (audit)" if self.audit else ""
+        return f"{self.dataset} {self.method} eps={eps}{delta} seed={self.seed}{audit}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,6 +109,9 @@ def _expand(suite: str, block: dict[str, Any], where: str) -> list[Cell]:
         raise SuiteError(f"{where}: unknown keys {sorted(extra)}" if extra
                          else f"{where}: missing keys {sorted(missing)}")
     delta = float(block.get("delta", 0.0))
+    audit = block.get("audit", False)
+    if not isinstance(audit, bool):
+        raise SuiteError(f"{where}: audit must be true or false, got {audit!r}")
     variants = block.get("hparams", {})
     variants = variants if isinstance(variants, list) else [variants]
     cells = []
@@ -114,12 +121,13 @@ def _expand(suite: str, block: dict[str, Any], where: str) -> list[Cell]:
             method = get_method(method_name)
             for overrides in variants:
                 cells += _cells(suite, dataset, task, method, overrides, block["epsilons"],
-                                delta, block["seeds"], where)
+                                delta, block["seeds"], where, audit)
     return cells
 
 
 def _cells(suite: str, dataset: str, task: str, method: type, overrides: dict[str, Any],
-           epsilons: list[float], delta: float, seeds: list[int], where: str) -> list[Cell]:
+           epsilons: list[float], delta: float, seeds: list[int], where: str,
+           audit: bool) -> list[Cell]:
     unknown_hp = sorted(set(overrides) - set(method.defaults))
     if unknown_hp:
         raise SuiteError(f"{where}: {method.name} has no hyperparameter(s) {unknown_hp}; "
@@ -136,6 +144,9 @@ def _cells(suite: str, dataset: str, task: str, method: type, overrides: dict[st
             _check_settings(method, budget, overrides, where)
         cells += [Cell(suite, dataset, method.name, budget.epsilon, budget.delta, int(seed),
                        hparams, skip) for seed in seeds]
+        if audit and skip is None and method.notion_for(budget, hparams).private:
+            cells.append(Cell(suite, dataset, method.name, budget.epsilon, budget.delta,
+                              int(seeds[0]), hparams, audit=True))
     return cells
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from baselines import load_claims, load_dataset_notes, load_published
 from benchmarks.errors import PrivboardError
+from reports.audits import attach_audits
 from reports.claims import check_claims
 from reports.load import ReportError, load_records
 from reports.rows import compute_rows, metric_by_dataset
@@ -51,8 +52,9 @@ def build(results: Path, out: Path, tolerance: float = 1.0,
     records = load_records(results, metric_by_dataset(published), current_configs)
     superseded = records[records["superseded"]]
     shown = records if show_superseded else records[~records["superseded"]]
-    rows = compute_rows(shown, published, tolerance)
-    checked = check_claims(claims, shown)
+    runs, audits = shown[~shown["audit"]], shown[shown["audit"]]
+    rows = attach_audits(compute_rows(runs, published, tolerance), audits, runs)
+    checked = check_claims(claims, runs)
     notice = {"records": len(superseded), "configurations": superseded["config_id"].nunique(),
               "shown": show_superseded}
 

@@ -51,7 +51,18 @@ def table_line(row) -> dict:
         "protects": row.protects,
         "epsilons": [_number(getattr(row, column)) for column, _, _ in EPSILON_COLUMNS],
         "delta": _number(row.delta),
-        "ours": ours_of(row), "paper": paper_of(row), "group": _group(row.section)}
+        "ours": ours_of(row), "paper": paper_of(row), "audit": audit_of(row),
+        "group": _group(row.section)}
+
+
+def audit_of(row) -> dict | None:
+    """The audited epsilon of a row's configuration (reports.audits), or None."""
+    if pd.isna(row.audited_epsilon):
+        return None
+    return {"bound": float(row.audited_epsilon), "ceiling": float(row.audit_ceiling),
+            "flagged": bool(row.audit_flagged), "canaries": int(row.audit_canaries),
+            "guesses": int(row.audit_guesses), "correct": int(row.audit_correct),
+            "overhead": None if pd.isna(row.audit_overhead) else float(row.audit_overhead)}
 
 
 def ours_of(row) -> dict | None:

@@ -18,7 +18,7 @@ from benchmarks.records import RecordError, RunRecord, read_records
 NOTION_FIELDS = ("protects", "neighbours", "kind", "accountant")
 RECORD_COLUMNS = ("path", "status", "suite", "dataset", "method", "variant", "config_id",
                   "seed", "epsilon", "delta", "spent_epsilon", "metric", "value",
-                  *NOTION_FIELDS, "superseded", "record")
+                  *NOTION_FIELDS, "superseded", "audit", "wall_time_s", "record")
 
 
 class ReportError(PrivboardError):
@@ -36,7 +36,8 @@ def load_records(results: Path, metric_of: Mapping[str, str],
     rows = [_flatten(record, metric_of, current_configs) for record in _whole_records(results)]
     records = pd.DataFrame(rows, columns=list(RECORD_COLUMNS))
     return records.astype({"epsilon": float, "delta": float, "spent_epsilon": float,
-                           "value": float, "superseded": bool})
+                           "value": float, "superseded": bool, "audit": bool,
+                           "wall_time_s": float})
 
 
 def _whole_records(results: Path) -> Iterator[RunRecord]:
@@ -50,7 +51,7 @@ def _flatten(record: RunRecord, metric_of: Mapping[str, str],
              current_configs: set[str] | None) -> dict:
     metric = metric_of.get(record.dataset, DEFAULT_METRIC)
     value = math.nan
-    if record.ok:
+    if record.ok and not record.is_audit:  # an audited twin has no accuracy of its own
         if metric not in record.metrics:
             raise ReportError(f"record {record.path}: metrics.{metric} is missing, and it is "
                               f"the headline metric of {record.dataset}")
@@ -63,4 +64,4 @@ def _flatten(record: RunRecord, metric_of: Mapping[str, str],
             "delta": record.delta, "spent_epsilon": math.nan if spent is None else spent,
             "metric": metric, "value": value, **{f: notion[f] for f in NOTION_FIELDS},
             "superseded": current_configs is not None and record.config_id not in current_configs,
-            "record": record}
+            "audit": record.is_audit, "wall_time_s": record.wall_time_s, "record": record}

@@ -17,7 +17,8 @@ from reports.rows import format_epsilon  # noqa: E402
 # Where our points sit on the epsilon axis, as (rows column, legend suffix, marker): at
 # the cell's budget. An audited epsilon (an empirical lower bound, a future column of the
 # rows) is one more entry, which draws the same means again at the audited epsilon.
-OUR_EPSILONS = (("epsilon", "", "o"),)
+OUR_EPSILONS = (("spent_epsilon", "", "o"),
+                ("audited_epsilon", " at its audited ε lower bound", "|"))
 
 
 def plot_dataset(rows: pd.DataFrame, path: Path) -> None:

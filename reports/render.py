@@ -54,8 +54,8 @@ def write_site(site: Path, rows: pd.DataFrame, records: pd.DataFrame,
         plot_dataset(dataset_rows, site / "plots" / f"{slug(dataset)}.png")
 
     methods, datasets = method_facts(), dataset_facts()
-    configs = configurations(rows, records, {name: facts["defaults"]
-                                             for name, facts in methods.items()})
+    configs = configurations(rows, records[~records["audit"]],
+                             {name: facts["defaults"] for name, facts in methods.items()})
     method_names = sorted({*methods, *rows["method"]})
     dataset_names = sorted({*datasets, *rows["dataset"]})
     for name in method_names:
@@ -131,4 +131,5 @@ def _run(record: RunRecord) -> dict:
         "ledger": [ledger_entry(entry) for entry in privacy.ledger],
         "privacy_details": json_text(privacy.details),
         "hparams": json_text(record.hparams), "packages": json_text(provenance.get("packages")),
+        "audit": record.audit if record.is_audit else None,
         "raw": f"../records/{Path(record.path).name}"}

@@ -202,7 +202,7 @@ def test_superseded_configurations_are_hidden_counted_and_shown_on_request(tmp_p
     current = {f"cfg-{name}" for name in current} - {"cfg-mnist-lp1st-e1"}
     hidden = reports.build(GOLDEN / "records", tmp_path / "hidden", current_configs=current)
     html = hidden.read_text()
-    assert "2 records of 1 configuration" in html and "--show-superseded" in html
+    assert "3 records of 1 configuration" in html and "--show-superseded" in html  # audit too
     rows = _read_rows(tmp_path / "hidden" / "rows.csv")
     assert "cfg-mnist-lp1st-e1" not in set(rows.cell.dropna())
     assert not (tmp_path / "hidden" / "cells" / "cfg-mnist-lp1st-e1.html").exists()
@@ -370,3 +370,17 @@ def test_latex_export_compiles(special_site, tmp_path):
     subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "document.tex"],
                    cwd=tmp_path, capture_output=True, check=True, timeout=120)
     assert (tmp_path / "document.pdf").stat().st_size > 0
+
+
+def test_audited_epsilons_stand_beside_the_claims_and_never_count_as_accuracy(site):
+    rows = _read_rows(site / "rows.csv")
+    lp = rows[(rows.cell == "cfg-mnist-lp1st-e1") & rows.paper.notna()].iloc[0]
+    assert (lp.n, lp["mean"]) == (2, 95.0)  # the audited twin is not a third seed
+    assert (lp.audited_epsilon, lp.audit_ceiling, bool(lp.audit_flagged)) == (0.125, 5.5, False)
+    refuted = rows[rows.cell == "cfg-adult-output-e1"].iloc[0]
+    assert bool(refuted.audit_flagged) and refuted.audited_epsilon > refuted.epsilon
+    html = (site / "index.html").read_text()
+    assert "≥ 0.12" in html and "ceiling 5.5" in html and "claim refuted" in html
+    assert "can refute a small claim but never confirm a large one" in html
+    cell = (site / "cells" / "cfg-mnist-lp1st-e1.html").read_text()
+    assert "audited twin" in cell and "140 of 250 guesses right" in cell

@@ -163,3 +163,39 @@ def test_paper_dry_run_lists_cells_and_names_missing_datasets(tmp_path, capsys):
         assert f"missing dataset {name}:" in out
     assert "resnet18_v2" not in out  # hyperparameters stay in the records, not the listing
     assert not (tmp_path / "results").exists()  # a dry run writes nothing
+
+
+AUDITED = """
+name = "audited"
+description = "test: a block with its audited twins"
+[[block]]
+datasets = ["breast-cancer"]
+methods = ["dp-erm-objective"]
+epsilons = [1]
+seeds = [0, 1]
+audit = true
+"""
+
+
+def test_an_audited_block_runs_one_twin_per_configuration(tmp_path, capsys):
+    suite = tmp_path / "audited.toml"
+    suite.write_text(AUDITED)
+    results = tmp_path / "results"
+    assert main(["run", "--suite", str(suite), "--results", str(results)]) == 0
+    records = sorted(read_records(results), key=lambda r: r.kind)
+    assert [r.kind for r in records] == ["audit", "run", "run"]
+    twin, runs = records[0], records[1:]
+    assert twin.config_id == runs[0].config_id == runs[1].config_id  # linked
+    assert twin.cell_id not in {r.cell_id for r in runs} and twin.seed == 0
+    assert twin.ok and twin.metrics == {} and twin.audit["canaries"] >= 2
+    assert 0 <= twin.audit["epsilon_lower_bound"] <= twin.audit["ceiling"]
+    assert twin.privacy.epsilon <= 1.0  # the audited run's own ledger covers the budget
+    assert main(["status", "--suite", str(suite), "--results", str(results)]) == 0
+    assert "3 done" in capsys.readouterr().out
+
+
+def test_audit_must_be_true_or_false(tmp_path):
+    suite = tmp_path / "bad.toml"
+    suite.write_text(AUDITED.replace("audit = true", 'audit = "yes"'))
+    with pytest.raises(SuiteError, match="audit must be true or false"):
+        load_suite(str(suite))

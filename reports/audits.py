@@ -1,0 +1,30 @@
+"""Audited epsilons beside the claimed ones: each configuration's audited twin (trained
+once with canaries, benchmarks.audit.training) gives a 95% lower bound on what the
+training leaks. Audits never count towards the accuracy columns; they add columns."""
+from __future__ import annotations
+
+import pandas as pd
+
+AUDIT_COLUMNS = ["audited_epsilon", "audit_ceiling", "audit_flagged", "audit_canaries",
+                 "audit_guesses", "audit_correct", "audit_seconds", "audit_overhead"]
+
+
+def attach_audits(rows: pd.DataFrame, audits: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """The rows with each configuration's audit, if it has one: the largest lower bound
+    over its ok audited twins, its ceiling (the bound had every guess been right),
+    whether it exceeds the claimed epsilon, and the audit's time over the mean time of
+    the configuration's own ok runs (the audit's overhead)."""
+    ok = audits[audits["status"] == "ok"]
+    found = pd.DataFrame([{
+        "cell": record.config_id, "audited_epsilon": record.audit["epsilon_lower_bound"],
+        "audit_ceiling": record.audit["ceiling"], "audit_flagged": record.audit["flagged"],
+        "audit_canaries": record.audit["canaries"], "audit_guesses": record.audit["guesses"],
+        "audit_correct": record.audit["correct"], "audit_seconds": record.wall_time_s}
+        for record in ok["record"]], columns=["cell", *AUDIT_COLUMNS[:-1]])
+    found = found.sort_values("audited_epsilon").drop_duplicates("cell", keep="last")
+    own_time = runs[runs["status"] == "ok"].groupby("config_id")["wall_time_s"].mean()
+    found["audit_overhead"] = found["audit_seconds"] / found["cell"].map(own_time)
+    merged = rows.drop(columns=AUDIT_COLUMNS, errors="ignore").merge(found, on="cell",
+                                                                     how="left")
+    merged["audit_flagged"] = merged["audit_flagged"].fillna(False).astype(bool)
+    return merged
