@@ -92,12 +92,15 @@ class DPSGD(Method):
                       f"(e={calibration['epsilon_rdp']:.3f}, d={self.budget.delta:g}), "
                       f"{calibration['steps']} steps")
 
-        from methods.nn import dp_training, models, training
+        from methods.nn import dp_training, models, pretraining, training
 
         training.seed_everything(self.ctx.seed_for("model initialisation"))
         input_shape = train.x.shape[1:]
         if h["pretrain"]:
-            model = self._pretrained(input_shape, num_classes)
+            model = pretraining.pretrained(
+                self.ctx, h["pretrain"], h["model"], input_shape, num_classes,
+                norm=h["norm"], epochs=h["pretrain_epochs"], batch_size=h["batch_size"],
+                peak_lr=h["pretrain_peak_lr"], augment=False, progress=self.progress)
         else:
             model = models.build(h["model"], input_shape, num_classes, norm=h["norm"])
         dp_training.fit(
@@ -109,27 +112,6 @@ class DPSGD(Method):
             ledger=self.ctx.ledger, progress=self.progress)
         self._model, self._calibration = model, calibration
         return self
-
-    def _pretrained(self, input_shape: tuple[int, ...], num_classes: int):
-        """Non-private training on the public set, then a fresh head for this task."""
-        import tensorflow as tf
-
-        from methods.nn import models, training
-
-        h = self.hparams
-        public = self.ctx.load(h["pretrain"])
-        if public.train.x.shape[1:] != tuple(input_shape):
-            raise ValueError(f"dp-sgd: pretrain set {h['pretrain']} has images of shape "
-                             f"{public.train.x.shape[1:]}, the private set {tuple(input_shape)}")
-        model = models.build(h["model"], input_shape, public.num_classes, norm=h["norm"])
-        training.fit(model, public.train.x, public.train.y, public.num_classes,
-                     epochs=int(h["pretrain_epochs"]), batch_size=int(h["batch_size"]),
-                     peak_lr=float(h["pretrain_peak_lr"]), warmup=0.1, momentum=0.9,
-                     weight_decay=0.0, mixup_alpha=0.0, seed=self.ctx.seed_for("pre-training"),
-                     progress=self.progress, label=f"pretrain {h['pretrain']}: ")
-        features = model.layers[-1].input
-        head = tf.keras.layers.Dense(num_classes, name="private_head")(features)
-        return tf.keras.Model(model.input, head, name=f"{model.name}_finetune")
 
     def predict_proba(self, x: np.ndarray) -> np.ndarray:
         from methods.nn import training

@@ -66,25 +66,34 @@ class LPMultiStage(KerasClassifier):
         parts = self._partition(len(train), self.ctx.rng("stage partition"),
                                 settings["stage1_share"])
         randomizer = self.ctx.rng("randomized response")
+        epsilon = self._rr_epsilon()
         noisy = np.full(len(train), -1, dtype=np.int64)
         self.k_bars: list[float] = []
         self.kept_fraction: list[float] = []
         for t, part in enumerate(parts):
             if t == 0:
-                priors = np.full((len(part), num_classes), 1.0 / num_classes)
+                priors = self._first_priors(train, part, num_classes)
             else:
                 priors = training.softmax(self._logits(train.x[part]),
                                           settings["prior_temperature"])
             self.ctx.ledger.charge("RRWithPrior", labels(part, f"stage {t + 1} of {self.stages}"),
-                                   PureEpsilon(self.budget.epsilon))
-            noisy[part] = rr_with_prior(train.y[part], priors, self.budget.epsilon, randomizer)
-            k_bar = float(np.mean(optimal_k(priors, self.budget.epsilon)))
+                                   PureEpsilon(epsilon))
+            noisy[part] = rr_with_prior(train.y[part], priors, epsilon, randomizer)
+            k_bar = float(np.mean(optimal_k(priors, epsilon)))
             self.k_bars.append(k_bar)
             use = np.concatenate([self._earlier_kept(train.x, noisy, parts[:t], k_bar), part])
             alpha = settings["mixup_alpha"] if t == 0 else settings["later_mixup_alpha"]
             self._train(train.x[use], noisy[use], alpha,
                         label=f"stage {t + 1}/{self.stages} " if self.stages > 1 else "")
         return self
+
+    def _rr_epsilon(self) -> float:
+        """The epsilon of each label's RRWithPrior: the whole budget here."""
+        return self.budget.epsilon
+
+    def _first_priors(self, train: Split, part: np.ndarray, num_classes: int) -> np.ndarray:
+        """Stage 1's priors: uniform, so stage 1 is plain randomized response."""
+        return np.full((len(part), num_classes), 1.0 / num_classes)
 
     def _earlier_kept(self, x: np.ndarray, noisy: np.ndarray, earlier: list[np.ndarray],
                       k_bar: float) -> np.ndarray:

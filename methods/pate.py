@@ -57,6 +57,9 @@ PUBLIC_SIZES = {"mnist": 9000, "fashion-mnist": 9000, "kmnist": 9000, "svhn": 10
 # Raise when the teachers' training changes: cached votes of the old training are not reused.
 TEACHERS_VERSION = 2
 NOISE_SEARCH = (1e-3, 1e6)
+# The teacher builders of methods.nn.models, named here so that settings are checked
+# without importing TensorFlow.
+TEACHER_MODELS = ("teacher_cnn", "pate_mnist_cnn", "pate_deep_cnn", "teacher_mlp")
 
 
 class Pate(Method):
@@ -64,7 +67,7 @@ class Pate(Method):
 
     paper = PAPER_2018
     notion = PATE_NOTION
-    tasks = ("image",)
+    tasks = ("image", "tabular")
     needs_delta = True
     student_mode: ClassVar[str] = "pate"
     defaults: ClassVar[dict[str, Any]] = {
@@ -94,6 +97,9 @@ class Pate(Method):
         for key in ("teachers", "teacher_epochs", "teacher_batch_size", "queries",
                     "student_epochs"):
             _positive_int(self.name, key, h[key])
+        if h["teacher_model"] not in TEACHER_MODELS:
+            raise InputError(f"{self.name}: unknown teacher_model {h['teacher_model']!r}; "
+                             f"known: {', '.join(TEACHER_MODELS)}")
         if h["public_size"] is not None:
             _positive_int(self.name, "public_size", h["public_size"])
         for key in ("teacher_learning_rate", "student_learning_rate", "release_order",

@@ -106,3 +106,24 @@ def test_mixup_on_index_inputs_is_one_clear_error():
     with pytest.raises(ValueError, match="mixup blends inputs"):
         LP1ST(Budget(1.0), seed=0, model="ncf", epochs=1).fit(
             Split(pairs, np.zeros(64, dtype=np.int64)), 5)
+
+
+def test_pre_training_on_the_public_set_then_label_dp_fine_tuning(tiny, monkeypatch):
+    """Table 1's "pt" rows: non-private training on the public set first; its
+    fingerprint is recorded, and only the private labels are charged."""
+    from benchmarks import datasets
+    from benchmarks.contract import Dataset
+    from methods.lp_mst import LP1ST
+
+    rng = np.random.default_rng(0)
+    public = Split(rng.random((120, *tiny.x.shape[1:]), dtype=np.float32),
+                   rng.integers(0, 4, 120))
+    monkeypatch.setattr(datasets, "load", lambda name, data_dir=None: Dataset(
+        name, "image", 4, public, public, fingerprint="public-test"))
+    method = LP1ST(Budget(2.0), seed=0, epochs=1, batch_size=64, pretrain="cifar100",
+                   pretrain_epochs=1).fit(tiny, 10)
+    assert method.predict_proba(tiny.x[:5]).shape == (5, 10)
+    assert method.ctx.datasets_used == {"cifar100": "public-test"}
+    assert method.variant() == "pre-trained on CIFAR-100"
+    [charge] = method.ctx.ledger.charges
+    assert len(charge.touches.examples) == len(tiny)

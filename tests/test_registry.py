@@ -79,3 +79,11 @@ def test_listing_and_help_do_not_import_tensorflow():
         "    main(['list'])\n"
         "    try: main(['run', '--help'])\n"
         "    except SystemExit: pass")
+
+
+def test_the_model_names_checked_without_tensorflow_are_the_builders():
+    from methods import keras_classifier, pate
+    from methods.nn import models
+
+    assert set(keras_classifier.MODELS) == set(models.BUILDERS)
+    assert set(pate.TEACHER_MODELS) <= set(models.BUILDERS)

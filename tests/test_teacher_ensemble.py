@@ -53,7 +53,8 @@ def weights(teachers, t):
                                          ("teacher_cnn", (8, 8, 1)),
                                          ("teacher_cnn", (28, 28, 1)),
                                          ("pate_mnist_cnn", (28, 28, 1)),
-                                         ("pate_deep_cnn", (28, 28, 1))])
+                                         ("pate_deep_cnn", (28, 28, 1)),
+                                         ("teacher_mlp", (30,))])
 def test_each_stacked_teacher_computes_its_standalone_model(name, shape):
     rng = np.random.default_rng(0)
     x, y = rng.random((12, *shape), dtype=np.float32), rng.integers(0, CLASSES, 12)
@@ -64,6 +65,22 @@ def test_each_stacked_teacher_computes_its_standalone_model(name, shape):
     for t in range(teachers.teachers):
         np.testing.assert_allclose(logits[t], teachers.teacher(t)(x).numpy(),
                                    rtol=1e-4, atol=1e-5)
+
+
+def test_tabular_teachers_train_on_their_own_shard_only():
+    """Feature vectors stack as (T, B, D): changing shard 1 changes teacher 1 alone."""
+    data = datasets.load("breast-cancer")
+    x, y = data.train.x, data.train.y
+    shards = shards_of(len(x), per_teacher=40)
+    first = train(x, y, shards, model="teacher_mlp")
+    changed = x.copy()
+    changed[shards[1]] = changed[shards[1]][::-1]
+    again = train(changed, (y + np.isin(np.arange(len(y)), shards[1])) % 2, shards,
+                  model="teacher_mlp")
+    for t in range(TEACHERS):
+        same = all(np.array_equal(a, b) for a, b in zip(weights(first, t), weights(again, t)))
+        assert same == (t != 1)
+    assert first.votes(data.test.x).sum(axis=1).tolist() == [TEACHERS] * len(data.test.x)
 
 
 def test_training_step_gives_each_teacher_its_own_gradient(digits):

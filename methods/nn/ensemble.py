@@ -154,7 +154,9 @@ class StackedModel:
         self.template, self.teachers = template, len(rngs)
         self.ops: list[tuple[StackedOp, slice]] = []
         self.variables: list[tf.Variable] = []
-        previous, flat = None, False
+        # Feature vectors (tabular data) are laid out (T, B, D) from the start.
+        self.flat_input = len(template.input_shape) == 2
+        previous, flat = None, self.flat_input
         for layer in template.layers:
             if previous is not None and layer.input is not previous.output:
                 raise ValueError(f"{template.name} is not a chain of layers at {layer.name}")
@@ -169,10 +171,21 @@ class StackedModel:
             self.ops.append((op, slice(first, len(self.variables))))
 
     def __call__(self, h: tf.Tensor) -> tf.Tensor:
-        """Logits (T, B, classes) of images laid out (B, H, W, T * C)."""
+        """Logits (T, B, classes) of inputs laid out by ``per_teacher`` or ``shared``."""
         for op, weights in self.ops:
             h = op(h, self.variables[weights])
         return h
+
+    def per_teacher(self, x: tf.Tensor) -> tf.Tensor:
+        """The layout of (T, B, ...) inputs, teacher t's own batch in slice t: images as
+        (B, H, W, T * C), feature vectors as they are."""
+        return x if self.flat_input else _teachers_in_channels(x)
+
+    def shared(self, x: tf.Tensor) -> tf.Tensor:
+        """The layout of (B, ...) inputs that every teacher sees (the queries)."""
+        if self.flat_input:
+            return tf.tile(x[tf.newaxis], [self.teachers, 1, 1])
+        return tf.tile(x, [1, 1, 1, self.teachers])
 
     def teacher_weights(self, t: int) -> list[np.ndarray]:
         """Teacher t's weights in the template's ``get_weights`` order."""
@@ -188,7 +201,7 @@ class TeacherEnsemble:
         self.chunk = max(1, QUERY_CHUNK_BYTES // int(4 * widest * stack.teachers))
         shape = stack.template.input_shape[1:]
         self._logits = tf.function(
-            lambda x: stack(tf.tile(x, [1, 1, 1, stack.teachers])),
+            lambda x: stack(stack.shared(x)),
             input_signature=[tf.TensorSpec([None, *shape], tf.float32)])
 
     @property
@@ -270,7 +283,7 @@ def training_step(stack: StackedModel, optimizer: Optimizer, x: tf.Tensor, y: tf
 
     @tf.function(input_signature=[tf.TensorSpec([stack.teachers, None], tf.int32)])
     def step(order: tf.Tensor) -> tf.Tensor:
-        xb = _teachers_in_channels(tf.gather(x, order, batch_dims=1))
+        xb = stack.per_teacher(tf.gather(x, order, batch_dims=1))
         yb = tf.gather(y, order, batch_dims=1)
         with tf.GradientTape() as tape:
             losses = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(

@@ -204,5 +204,18 @@ def pate_deep_cnn(input_shape: tuple[int, ...], num_classes: int,
     return _teacher_head(inputs, h, (192, 192), num_classes, "pate_deep_cnn")
 
 
+def teacher_mlp(input_shape: tuple[int, ...], num_classes: int,
+                norm: str = "none") -> tf.keras.Model:
+    """PATE's teacher for tabular rows (UCI Adult): dense 256 and 128 with ReLU. The 2018
+    paper does not describe its Adult teachers; this is ours."""
+    if norm != "none":
+        raise ValueError("teacher_mlp has no normalisation layers")
+    inputs = tf.keras.Input(input_shape)
+    h = inputs
+    for units in (256, 128):
+        h = layers.Dense(units, activation="relu")(h)
+    return tf.keras.Model(inputs, layers.Dense(num_classes)(h), name="teacher_mlp")
+
+
 BUILDERS.update(teacher_cnn=teacher_cnn, pate_mnist_cnn=pate_mnist_cnn,
-                pate_deep_cnn=pate_deep_cnn)
+                pate_deep_cnn=pate_deep_cnn, teacher_mlp=teacher_mlp)
