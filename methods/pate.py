@@ -22,9 +22,9 @@ of the private votes: it is kept as a diagnostic only. With no noise given, the 
 calibrated to the cell's epsilon with the data-independent bound, assuming every query is
 answered: the calibration looks at no private data.
 
-The teachers' votes on the public part are cached under the data folder, keyed by all
-they depend on (the training and public arrays, the teacher settings and the seed), so
-the methods of one cell train the teachers once; the cache changes no result.
+The trained teachers are cached under the data folder, keyed by all they depend on (the
+training arrays, the teacher settings and the seed), so the methods of one cell train
+them once; the cache changes no result.
 """
 from __future__ import annotations
 
@@ -134,10 +134,10 @@ class Pate(Method):
     def fit(self, train: Split, num_classes: int, public_x: np.ndarray | None = None) -> "Pate":
         if public_x is None:
             raise InputError(f"{self.name} needs the public inputs (public_x)")
-        votes = self._teacher_votes(train, num_classes, public_x)
         queries = self.hparams["queries"]
+        votes = self._teachers(train, num_classes).votes(public_x[:queries])
         self.asked = queries
-        answered, labels = self._aggregate(votes[:queries])  # may stop asking early
+        answered, labels = self._aggregate(votes)  # may stop asking early
         self._release_data_dependent_epsilon(votes[:self.asked], answered[:self.asked])
         candidates = public_x[:queries]
         self.released = (np.flatnonzero(answered), labels[answered])
@@ -150,42 +150,45 @@ class Pate(Method):
 
     # --- the teachers ------------------------------------------------------------------
 
-    def _teacher_votes(self, train: Split, num_classes: int, public_x: np.ndarray) -> np.ndarray:
-        """(public examples, classes) vote counts of the teachers, trained or cached."""
+    def _teachers(self, train: Split, num_classes: int):
+        """The T teachers, trained, or loaded from the cache of an earlier fit of the same
+        training data, settings and seed."""
+        from methods.nn import ensemble
+
         h = self.hparams
         settings = {key: h[key] for key in ("teachers", "teacher_model", "teacher_epochs",
                                             "teacher_batch_size", "teacher_learning_rate")}
-        shard_seed, teacher_seed = self.ctx.seed_for("teacher shards"), self.ctx.seed_for("teachers")
-        path = self._votes_cache(train, public_x, {**settings, "num_classes": num_classes,
-                                                   "shard_seed": shard_seed,
-                                                   "teacher_seed": teacher_seed})
-        cached = _read_votes(path)
-        if cached is not None and cached.shape == (len(public_x), num_classes):
-            self.progress("teacher votes from the cache")
-            return cached
-        from methods.nn import ensemble
-
-        shards = ensemble.equal_shards(len(train), h["teachers"], shard_seed)
+        shard_seed = self.ctx.seed_for("teacher shards")
+        teacher_seed = self.ctx.seed_for("teachers")
+        path = self._teachers_cache(train, {**settings, "num_classes": num_classes,
+                                            "shard_seed": shard_seed,
+                                            "teacher_seed": teacher_seed})
+        cached = _read_weights(path)
+        if cached is not None:
+            self.progress("teachers from the cache")
+            return ensemble.load_teachers(cached, model=h["teacher_model"],
+                                          input_shape=train.x.shape[1:],
+                                          num_classes=num_classes)
         teachers = ensemble.train_teachers(
-            train.x, train.y, shards, num_classes, model=h["teacher_model"],
-            epochs=h["teacher_epochs"], batch_size=h["teacher_batch_size"],
-            learning_rate=h["teacher_learning_rate"], seed=teacher_seed,
-            progress=self.progress)
-        votes = teachers.votes(public_x)
+            train.x, train.y, ensemble.equal_shards(len(train), h["teachers"], shard_seed),
+            num_classes, model=h["teacher_model"], epochs=h["teacher_epochs"],
+            batch_size=h["teacher_batch_size"], learning_rate=h["teacher_learning_rate"],
+            seed=teacher_seed, progress=self.progress)
+        weights = teachers.stack.weights()
         with atomic_write(path, "wb") as f:
-            np.savez(f, votes=votes)
-        return votes
+            np.savez(f, *weights)
+        return teachers
 
-    def _votes_cache(self, train: Split, public_x: np.ndarray, settings: dict) -> Path:
+    def _teachers_cache(self, train: Split, settings: dict) -> Path:
         from benchmarks import datasets
 
         digest = hashlib.sha256()
-        for array in (train.x, train.y, public_x):
+        for array in (train.x, train.y):
             digest.update(np.ascontiguousarray(array).data)
         digest.update(json.dumps({**settings, "version": TEACHERS_VERSION},
                                  sort_keys=True).encode())
         root = self.ctx.data_dir or datasets.data_dir()
-        return Path(root) / "cache" / "pate-votes" / f"{digest.hexdigest()[:32]}.npz"
+        return Path(root) / "cache" / "pate-teachers" / f"{digest.hexdigest()[:32]}.npz"
 
     # --- the aggregator (subclasses) ---------------------------------------------------
 
@@ -395,12 +398,12 @@ def smallest_noise(curve_of: Callable[[float], np.ndarray], epsilon: float,
     return high
 
 
-def _read_votes(path: Path) -> np.ndarray | None:
+def _read_weights(path: Path) -> list[np.ndarray] | None:
     if not path.is_file():
         return None
     try:
         with np.load(path, allow_pickle=False) as stored:
-            return stored["votes"]
+            return [stored[f"arr_{i}"] for i in range(len(stored.files))]
     except Exception:  # a damaged cache entry is retrained, never trusted
         return None
 

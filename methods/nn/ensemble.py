@@ -148,10 +148,14 @@ def _draw(initialiser: tf.keras.initializers.Initializer, shape: tf.TensorShape,
 
 class StackedModel:
     """T teachers of the ``template``'s architecture; weight i of the template becomes a
-    variable of shape (T, *shape)."""
+    variable of shape (T, *shape), drawn by teacher t's generator in ``rngs``, or given
+    in ``weights`` (teachers trained before)."""
 
-    def __init__(self, template: tf.keras.Model, rngs: Sequence[np.random.Generator]) -> None:
-        self.template, self.teachers = template, len(rngs)
+    def __init__(self, template: tf.keras.Model,
+                 rngs: Sequence[np.random.Generator] | None = None,
+                 weights: Sequence[np.ndarray] | None = None) -> None:
+        self.template = template
+        self.teachers = len(rngs) if weights is None else len(weights[0])
         self.ops: list[tuple[StackedOp, slice]] = []
         self.variables: list[tf.Variable] = []
         # Feature vectors (tabular data) are laid out (T, B, D) from the start.
@@ -166,7 +170,8 @@ class StackedModel:
             op, first = _stacked_op(layer, self.teachers, flat), len(self.variables)
             flat = flat or isinstance(layer, layers.Flatten)
             for initialiser, weight in zip(_initialisers(layer), layer.weights):
-                stacked = np.stack([_draw(initialiser, weight.shape, rng) for rng in rngs])
+                stacked = (weights[len(self.variables)] if weights is not None else
+                           np.stack([_draw(initialiser, weight.shape, rng) for rng in rngs]))
                 self.variables.append(tf.Variable(stacked, name=weight.name.split(":")[0]))
             self.ops.append((op, slice(first, len(self.variables))))
 
@@ -190,6 +195,10 @@ class StackedModel:
     def teacher_weights(self, t: int) -> list[np.ndarray]:
         """Teacher t's weights in the template's ``get_weights`` order."""
         return [v[t].numpy() for v in self.variables]
+
+    def weights(self) -> list[np.ndarray]:
+        """Every stacked weight, (T, *shape) each: what ``load_teachers`` takes back."""
+        return [v.numpy() for v in self.variables]
 
 
 class TeacherEnsemble:
@@ -228,6 +237,13 @@ class TeacherEnsemble:
         model = tf.keras.models.clone_model(self.stack.template)
         model.set_weights(self.stack.teacher_weights(t))
         return model
+
+
+def load_teachers(weights: Sequence[np.ndarray], *, model: str,
+                  input_shape: tuple[int, ...], num_classes: int) -> TeacherEnsemble:
+    """The teachers whose ``StackedModel.weights()`` these are."""
+    template = models.build(model, tuple(input_shape), num_classes)
+    return TeacherEnsemble(StackedModel(template, weights=weights), num_classes)
 
 
 def adam(learning_rate: float) -> tf.keras.optimizers.legacy.Optimizer:
