@@ -15,8 +15,8 @@ from benchmarks.metrics import metric  # noqa: E402
 from reports.rows import format_epsilon  # noqa: E402
 
 # Where our points sit on the epsilon axis, as (rows column, legend suffix, marker): at
-# the cell's budget. An audited epsilon (an empirical lower bound, a future column of the
-# rows) is one more entry, which draws the same means again at the audited epsilon.
+# the epsilon the runs spent (the ledger's total; a PATE run with a given noise spends
+# what its queries cost), and again at the audited epsilon, the empirical lower bound.
 OUR_EPSILONS = (("spent_epsilon", "", "o"),
                 ("audited_epsilon", " at its audited ε lower bound", "|"))
 

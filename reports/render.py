@@ -21,6 +21,7 @@ from reports.configurations import configurations
 from reports.exports import write_exports
 from reports.index_table import EPSILON_COLUMNS, dataset_tables, notion_filter
 from reports.load import NOTION_FIELDS
+from reports.label_noise import label_noise_points, plot_label_noise
 from reports.plots import plot_dataset
 from reports.presentation import (SCOPES, describe, describe_notion, json_text, ledger_entry,
                                   presentation, slug, sort_key, without_nan)
@@ -52,6 +53,9 @@ def write_site(site: Path, rows: pd.DataFrame, records: pd.DataFrame,
             json.dumps(record.public_dict(), indent=1, sort_keys=True))
     for dataset, dataset_rows in rows.groupby("dataset", sort=True):
         plot_dataset(dataset_rows, site / "plots" / f"{slug(dataset)}.png")
+    noise = label_noise_points(records[~records["audit"]])
+    for dataset, points in noise.groupby("dataset"):
+        plot_label_noise(points, site / "plots" / f"{slug(dataset)}-label-noise.png")
 
     methods, datasets = method_facts(), dataset_facts()
     configs = configurations(rows, records[~records["audit"]],
@@ -72,6 +76,7 @@ def write_site(site: Path, rows: pd.DataFrame, records: pd.DataFrame,
         _write_cell_page(site, cell_rows, records[records["config_id"] == cell])
     _render(site / "index.html", "index.html", root="",
             datasets=dataset_tables(rows, notes), filters=notion_filter(rows),
+            label_noise=set(noise["dataset"]),
             epsilon_columns=EPSILON_COLUMNS, claims=claims, results=str(results),
             tolerance=tolerance, rmse_tolerance=metric_tolerance("rmse", tolerance),
             counts=records["status"].value_counts().to_dict(), notions=list(SCOPES.values()),

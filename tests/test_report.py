@@ -384,3 +384,15 @@ def test_audited_epsilons_stand_beside_the_claims_and_never_count_as_accuracy(si
     assert "can refute a small claim but never confirm a large one" in html
     cell = (site / "cells" / "cfg-mnist-lp1st-e1.html").read_text()
     assert "audited twin" in cell and "140 of 250 guesses right" in cell
+
+
+def test_released_labels_get_their_noise_plot(tmp_path):
+    """PATE++'s Figure 4 from the records: a dataset whose runs released labels for public
+    inputs gets the noisy-label rate and the student's accuracy against epsilon."""
+    results = _results_with(tmp_path, method="pate-confident-gnmax",
+                            metrics={"accuracy_pct": 90.0, "released_label_accuracy_pct": 80.0,
+                                     "released_labels": 300})
+    index = reports.build(results, tmp_path / "site")
+    assert (tmp_path / "site" / "plots" / "mnist-label-noise.png").is_file()
+    assert "plots/mnist-label-noise.png" in index.read_text()
+    assert not (tmp_path / "site" / "plots" / "adult-label-noise.png").exists()
