@@ -158,6 +158,13 @@ class Method:
         inputs, if any; the runner scores them against the true public labels."""
         return None
 
+    def public_priors(self, x: np.ndarray) -> tuple[np.ndarray, float] | None:
+        """For methods that release label priors (the cluster histograms of the SSL
+        priors): the prior (N, num_classes) those releases give public inputs ``x``, and
+        the RRWithPrior epsilon whose top-k* sets judge it. The runner scores them against
+        the test labels, so no method reads one."""
+        return None
+
     def predict_proba(self, x: np.ndarray) -> np.ndarray:
         """Class probabilities, shape (N, num_classes)."""
         raise NotImplementedError

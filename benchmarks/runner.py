@@ -135,6 +135,7 @@ def _train_and_evaluate(cell: Cell, data: Dataset, method, record: RunRecord) ->
     record.test_split = {"public_inputs": public, "evaluated": len(evaluated)}
     record.metrics = {**evaluate(data.task, data.num_classes, evaluated.y, proba),
                       **released_label_metrics(method, data.test.y[:public]),
+                      **prior_metrics(method, evaluated),
                       **method.extra_metrics()}
     record.privacy = spent_privacy(method, cell)
 
@@ -180,6 +181,19 @@ def released_label_metrics(method, public_labels) -> dict[str, float]:
         return {"released_labels": 0}
     return {"released_labels": len(index),
             "released_label_accuracy_pct": 100.0 * float(np.mean(labels == public_labels[index]))}
+
+
+def prior_metrics(method, evaluated: Split) -> dict[str, float]:
+    """How well a method's released priors predict the evaluated test labels: the share
+    whose label is the prior's top class, and inside RRWithPrior's top-k* set."""
+    from methods.cluster_priors import prior_quality
+
+    released = method.public_priors(evaluated.x)
+    if released is None:
+        return {}
+    quality = prior_quality(released[0], evaluated.y, released[1])
+    return {"prior_top1_pct": 100.0 * quality.top1, "prior_top_k_pct": 100.0 * quality.top_k,
+            "prior_mean_k": quality.mean_k}
 
 
 def spent_privacy(method, cell: Cell) -> Privacy:

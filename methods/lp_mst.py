@@ -62,9 +62,12 @@ class LPMultiStage(KerasClassifier):
         from methods.nn import training
 
         settings = self._settings()
-        self._build(train, num_classes)
         parts = self._partition(len(train), self.ctx.rng("stage partition"),
                                 settings["stage1_share"])
+        # Before the model is built: a first prior may train a model of its own, which
+        # must not shift the classifier's seeded initialisation.
+        first_priors = self._first_priors(train, parts[0], num_classes)
+        self._build(train, num_classes)
         randomizer = self.ctx.rng("randomized response")
         epsilon = self._rr_epsilon()
         noisy = np.full(len(train), -1, dtype=np.int64)
@@ -72,7 +75,7 @@ class LPMultiStage(KerasClassifier):
         self.kept_fraction: list[float] = []
         for t, part in enumerate(parts):
             if t == 0:
-                priors = self._first_priors(train, part, num_classes)
+                priors = first_priors
             else:
                 priors = training.softmax(self._logits(train.x[part]),
                                           settings["prior_temperature"])
