@@ -11,9 +11,11 @@ import pytest
 from benchmarks.audit import mechanisms as audits
 from benchmarks.cli import main
 from benchmarks.audit.mechanisms import (MECHANISMS, NUM_CLASSES, AuditSpec, LabelRow,
-                                         NeighbouringPair, audit, label_sampler, output_values)
+                                         NeighbouringPair, audit, label_sampler, output_values,
+                                         votes_sampler)
 from methods.dp_erm import output_noise_rate
 from methods.mechanisms import optimal_k, rr_top_k, rr_with_prior
+from methods.pate_aggregation import gnmax, lnmax
 
 TRIALS = 2000
 # DP-ERM's noise sampler draws one vector per call (about 1 ms): fewer runs keep it fast.
@@ -85,11 +87,30 @@ def erm_noise_with_gamma_shape_one(minimiser, trials, epsilon, rng):
     return np.asarray(minimiser) + rng.gamma(1.0, 1 / beta, (trials, 1)) * direction
 
 
+def lnmax_counting_one_changed_vote(votes, epsilon, rng):
+    """BROKEN: LNMax calibrated as if a teacher changed one count (gamma = epsilon). Moving its
+    vote changes two, so one query is (2 epsilon)-DP."""
+    return lnmax(votes, epsilon, rng)
+
+
+def gnmax_with_a_tenth_of_the_noise(votes, epsilon, rng):
+    """BROKEN: GNMax with the calibrated sigma divided by 10."""
+    return gnmax(votes, audits.calibrated_sigma2(epsilon) / 10, rng)
+
+
+def confident_gnmax_with_a_noiseless_check(votes, epsilon, rng):
+    """BROKEN: Confident-GNMax whose threshold check leaves out its sigma1 noise: a top count
+    at the threshold is always answered, one vote below it never."""
+    sigma2 = audits.calibrated_sigma2(epsilon, audits.SIGMA1)
+    return np.where(votes.max(axis=1) >= audits.THRESHOLD, gnmax(votes, sigma2, rng), -1)
+
+
 # ----- honest mechanisms are not flagged; broken ones are ---------------------------------------
 
 def test_the_registry_holds_only_the_real_mechanisms():
     assert set(MECHANISMS) == {"randomized-response", "rr-top-k", "rr-with-prior",
-                               "cluster-histogram", "dp-erm-output-noise"}
+                               "cluster-histogram", "dp-erm-output-noise", "pate-lnmax",
+                               "pate-gnmax", "pate-confident-gnmax"}
 
 
 @pytest.mark.parametrize("name", ["randomized-response", "rr-top-k", "rr-with-prior",
@@ -105,6 +126,17 @@ def test_honest_label_mechanisms_are_not_flagged_and_the_audit_is_tight(name, ep
 def test_honest_erm_output_noise_is_not_flagged(epsilon):
     result = audit(MECHANISMS["dp-erm-output-noise"], epsilon, ERM_TRIALS, seed=3)
     assert 0.25 * epsilon < result.lower_bound <= epsilon, result
+
+
+# The least share of the claim an honest audit reaches: the worst case is found. The Gaussian
+# aggregators' audits see less of their claim: the RDP calibration adds more noise than an exact
+# (epsilon, delta) one would, and their most telling events are rarer than 1 in 10,000 runs.
+@pytest.mark.parametrize("name, share", [("pate-lnmax", 0.4), ("pate-gnmax", 0.1),
+                                         ("pate-confident-gnmax", 0.1)])
+@pytest.mark.parametrize("epsilon", [1.0, 2.0, 6.0])
+def test_honest_pate_aggregators_are_not_flagged(name, share, epsilon):
+    result = audit(MECHANISMS[name], epsilon, audits.DEFAULT_TRIALS, seed=1)
+    assert share * epsilon < result.lower_bound <= epsilon, result
 
 
 @pytest.mark.parametrize("epsilon", [0.5, 1.0, 2.0])
@@ -134,6 +166,23 @@ def test_erm_noise_with_the_wrong_radius_law_is_flagged():
     assert result.event.startswith("|x - ")  # a ball around a minimiser
 
 
+@pytest.mark.parametrize("name, broken", [("pate-lnmax", lnmax_counting_one_changed_vote),
+                                          ("pate-gnmax", gnmax_with_a_tenth_of_the_noise)])
+@pytest.mark.parametrize("epsilon", [1.0, 2.0])
+def test_pate_aggregators_with_too_little_noise_are_flagged(name, broken, epsilon):
+    spec = dataclasses.replace(MECHANISMS[name], sample=votes_sampler(broken))
+    result = audit(spec, epsilon, audits.DEFAULT_TRIALS, seed=2)
+    assert result.flagged, result
+
+
+def test_a_noiseless_threshold_check_is_flagged():
+    spec = dataclasses.replace(MECHANISMS["pate-confident-gnmax"],
+                               sample=votes_sampler(confident_gnmax_with_a_noiseless_check))
+    result = audit(spec, 1.0, audits.DEFAULT_TRIALS, seed=2)
+    assert result.flagged, result
+    assert result.d.startswith("votes (200, 50)")  # the top count at the threshold
+
+
 def test_the_audit_is_deterministic_for_a_seed():
     first = audit(MECHANISMS["rr-with-prior"], 1.0, 500, seed=9)
     assert audit(MECHANISMS["rr-with-prior"], 1.0, 500, seed=9) == first
@@ -150,6 +199,9 @@ def test_the_audit_is_deterministic_for_a_seed():
     (["rr-top-k", "--epsilon", "inf"], "epsilon must be finite and > 0"),
     (["rr-top-k", "--epsilon", "1", "--trials", "99"], "trials must be an integer >= 100"),
     (["rr-top-k", "--epsilon", "1", "--seed", "-1"], "seed must be an integer >= 0"),
+    (["pate-gnmx", "--epsilon", "1"], "did you mean 'pate-gnmax'?"),
+    (["pate-lnmax", "--epsilon", "0"], "epsilon must be finite and > 0"),
+    (["pate-confident-gnmax", "--epsilon", "nan"], "epsilon must be finite and > 0"),
 ])
 def test_bad_input_exits_2_with_one_error_line(argv, message, capsys):
     assert main(["audit", "mechanism", *argv]) == 2
@@ -158,6 +210,13 @@ def test_bad_input_exits_2_with_one_error_line(argv, message, capsys):
     lines = captured.err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("privboard: error: ")
     assert message in lines[0]
+
+
+def test_help_lists_every_mechanism_whole(capsys):
+    with pytest.raises(SystemExit):
+        main(["audit", "mechanism", "--help"])
+    words = capsys.readouterr().out.replace(",", " ").split()
+    assert set(MECHANISMS) <= set(words)
 
 
 def test_json_output(capsys):

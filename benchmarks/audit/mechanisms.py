@@ -17,19 +17,24 @@ from __future__ import annotations
 import argparse
 import collections
 import dataclasses
+import functools
 import json
 import math
 import numbers
+import textwrap
 from typing import Any, Callable, Iterator
 
 import numpy as np
 
 from benchmarks.audit.bounds import clopper_pearson_epsilon
 from benchmarks.errors import InputError
+from benchmarks.privacy import pate as pate_analysis
 from benchmarks.registry import unknown
 from methods.dp_erm import output_noise_rate
 from methods.erm_noise import sample_norm_exponential_noise
 from methods.mechanisms import noisy_cluster_priors, randomized_response, rr_top_k, rr_with_prior
+from methods.pate import Pate, PateConfidentGnmax, smallest_noise
+from methods.pate_aggregation import confident_gnmax, gnmax, lnmax
 
 CONFIDENCE = 0.95
 DEFAULT_TRIALS = 10_000
@@ -256,9 +261,63 @@ def _erm_pair(dim: int) -> NeighbouringPair:
                             f"{ERM_REGULARIZATION})")
 
 
-# NAME -> audit. A PATE aggregator joins with a sampler of noisy-argmax labels from a vote
-# vector, pairs of vote vectors n and n - e_i + e_j (one teacher changes its vote), the
-# output_values events, and the delta of its claim for the Gaussian aggregators.
+# PATE's aggregators answer one query from the votes of the method's default ensemble.
+# Substitution changes one teacher, which moves its vote: n' = n - e_i + e_j. Two classes are
+# the worst case for a noisy argmax (a third class competes with both). GNMax then releases
+# whether N(0, 2 sigma^2) exceeds the gap between the two counts: a half-space of the Gaussian
+# mechanism, the kind of event that attains its (epsilon, delta) trade-off. LNMax's ratio nears
+# e^(2 gamma) only far in the tail of the gap, so the pairs are a ladder of gaps, and the audit
+# keeps the one its runs resolve best (a wider gap for a smaller epsilon). Confident-GNMax adds
+# a pair whose top count falls from the threshold to one below it, for its threshold check.
+TEACHERS = Pate.defaults["teachers"]
+THRESHOLD = PateConfidentGnmax.defaults["threshold"]
+SIGMA1 = PateConfidentGnmax.defaults["sigma1"]
+PATE_DELTA = 1e-5  # the paper suite's delta for PATE
+# The gap between the two counts on each pair's first input; the moved vote narrows it by 2.
+PATE_GAPS = (2, 6, 10, 18, 34)
+
+
+def _votes_pair(top: int) -> NeighbouringPair:
+    first, second = (top, TEACHERS - top), (top - 1, TEACHERS - top + 1)
+    return NeighbouringPair(np.array(first), np.array(second),
+                            f"votes {first} of {TEACHERS} teachers on 2 classes",
+                            f"votes {second}: one teacher moved its vote to class 1")
+
+
+GAP_PAIRS = tuple(_votes_pair((TEACHERS + gap) // 2) for gap in PATE_GAPS)
+
+
+def votes_sampler(aggregate: Callable) -> Sampler:
+    """`aggregate(votes, epsilon, rng)` on `trials` copies of one vote vector, in one call."""
+    def sample(votes: np.ndarray, trials: int, epsilon: float, rng: np.random.Generator):
+        return aggregate(np.tile(votes, (trials, 1)), epsilon, rng)
+    return sample
+
+
+@functools.lru_cache(maxsize=None)
+def calibrated_sigma2(epsilon: float, sigma1: float | None = None) -> float:
+    """GNMax's sigma2 for ONE query, after Confident-GNMax's check at sigma1 when given: the
+    method's calibration (smallest_noise of the data-independent RDP) at (epsilon, PATE_DELTA).
+    Cached, because the audit calls its sampler, and so this search, several times."""
+    check = 0.0 if sigma1 is None else pate_analysis.threshold_rdp(sigma1)
+    return smallest_noise(lambda s: check + pate_analysis.gnmax_rdp(s), epsilon, PATE_DELTA)
+
+
+def _lnmax(votes, epsilon, rng):
+    # One LNMax query is pure (2 gamma)-DP (pate_analysis.lnmax_rdp).
+    return lnmax(votes, epsilon / 2, rng)
+
+
+def _gnmax(votes, epsilon, rng):
+    return gnmax(votes, calibrated_sigma2(epsilon), rng)
+
+
+def _confident_gnmax(votes, epsilon, rng):
+    # The labels alone are the release: -1 where the query is not answered.
+    return confident_gnmax(votes, THRESHOLD, SIGMA1, calibrated_sigma2(epsilon, SIGMA1), rng)[1]
+
+
+# NAME -> audit.
 MECHANISMS: dict[str, AuditSpec] = {
     "randomized-response": AuditSpec(
         f"randomized response on {NUM_CLASSES} classes",
@@ -280,6 +339,18 @@ MECHANISMS: dict[str, AuditSpec] = {
         "DP-ERM output perturbation: minimiser + noise with density ~ exp(-beta |b|)",
         (_erm_pair(1), _erm_pair(2)),
         _erm_output, displacement),
+    "pate-lnmax": AuditSpec(
+        "PATE's LNMax: argmax of votes + Laplace(2 / epsilon) noise, one query (pure DP)",
+        GAP_PAIRS, votes_sampler(_lnmax), output_values),
+    "pate-gnmax": AuditSpec(
+        f"PATE's GNMax: argmax of votes + N(0, sigma^2) noise, one query, sigma calibrated to "
+        f"(epsilon, {PATE_DELTA:g})", GAP_PAIRS, votes_sampler(_gnmax), output_values,
+        PATE_DELTA),
+    "pate-confident-gnmax": AuditSpec(
+        f"PATE's Confident-GNMax: threshold {THRESHOLD:g} at sigma1 {SIGMA1:g}, then GNMax, one "
+        f"query, sigma2 calibrated to (epsilon, {PATE_DELTA:g})",
+        GAP_PAIRS + (_votes_pair(int(THRESHOLD)),), votes_sampler(_confident_gnmax),
+        output_values, PATE_DELTA),
 }
 
 
@@ -393,7 +464,14 @@ def lookup(name: str) -> AuditSpec:
 
 # ----- the command: privboard audit mechanism ---------------------------------------------------
 
+class _WholeNames(argparse.HelpFormatter):
+    """Wraps help between words only: the default also breaks lines inside hyphenated names."""
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return textwrap.wrap(text, width, break_on_hyphens=False)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = _WholeNames
     parser.add_argument("name", metavar="NAME", help="mechanism: " + ", ".join(MECHANISMS))
     parser.add_argument("--epsilon", type=float, required=True,
                         help="the claimed epsilon the mechanism is calibrated to")
