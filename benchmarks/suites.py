@@ -99,7 +99,12 @@ def load_suite(name: str) -> Suite:
         raise SuiteError(f"{path}: no [[block]] tables")
     cells = [cell for i, block in enumerate(blocks, 1)
              for cell in _expand(spec.get("name", path.stem), block, f"{path.name} block {i}")]
-    return Suite(spec.get("name", path.stem), spec.get("description", ""), tuple(cells))
+    # A cell that two blocks name (say, once more to audit it) runs and is recorded once.
+    unique: dict[str, Cell] = {}
+    for cell in cells:
+        unique.setdefault(cell.cell_id, cell)
+    return Suite(spec.get("name", path.stem), spec.get("description", ""),
+                 tuple(unique.values()))
 
 
 def _expand(suite: str, block: dict[str, Any], where: str) -> list[Cell]:

@@ -199,3 +199,14 @@ def test_audit_must_be_true_or_false(tmp_path):
     suite.write_text(AUDITED.replace("audit = true", 'audit = "yes"'))
     with pytest.raises(SuiteError, match="audit must be true or false"):
         load_suite(str(suite))
+
+
+def test_a_cell_two_blocks_name_is_planned_once(tmp_path):
+    """Naming a cell again to audit it adds the audited twin, not a second run."""
+    block = ('[[block]]\ndatasets = ["digits"]\nmethods = ["lp-1st"]\nepsilons = [2]\n'
+             'seeds = [0, 1]\nhparams = {{ epochs = 1 }}\n{audit}\n')
+    path = tmp_path / "twice.toml"
+    path.write_text(block.format(audit="") + block.format(audit="audit = true"))
+    cells = load_suite(str(path)).cells
+    assert [(c.seed, c.audit) for c in cells] == [(0, False), (1, False), (0, True)]
+    assert len({c.cell_id for c in cells}) == 3
