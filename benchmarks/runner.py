@@ -145,7 +145,8 @@ def _audit(cell: Cell, data: Dataset, method, record: RunRecord) -> None:
     instance whose context the audit trains in); its ledger must cover the budget."""
     from benchmarks.audit.training import audit_training
 
-    result = audit_training(cell.method, data, cell.budget, cell.hparams, method.ctx)
+    result = audit_training(cell.method, data, cell.budget, cell.hparams, method.ctx,
+                            model=method)
     record.audit = result.as_dict()
     record.privacy = spent_privacy(method, cell)
 

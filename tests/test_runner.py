@@ -210,3 +210,17 @@ def test_a_cell_two_blocks_name_is_planned_once(tmp_path):
     cells = load_suite(str(path)).cells
     assert [(c.seed, c.audit) for c in cells] == [(0, False), (1, False), (0, True)]
     assert len({c.cell_id for c in cells}) == 3
+
+
+def test_an_audited_twin_reports_the_privacy_of_the_run_it_audited(tmp_path):
+    """LP-MST's privacy details exist only after training: the twin's record takes them
+    from the audited training itself."""
+    suite = tmp_path / "audited-lp.toml"
+    suite.write_text(AUDITED.replace('["breast-cancer"]', '["digits"]')
+                     .replace('["dp-erm-objective"]', '["lp-1st"]')
+                     .replace("seeds = [0, 1]", "seeds = [0]\nhparams = { epochs = 1 }"))
+    results = tmp_path / "results"
+    assert main(["run", "--suite", str(suite), "--results", str(results)]) == 0
+    twin = next(r for r in read_records(results) if r.kind == "audit")
+    assert twin.ok, twin.error
+    assert twin.privacy.details["stages"] == 1 and len(twin.privacy.details["stage_k_bar"]) == 1

@@ -25,7 +25,7 @@ from typing import Any
 from benchmarks.audit import canaries as canary_designs
 from benchmarks.audit.one_run import one_run_bound
 from benchmarks.context import RunContext
-from benchmarks.contract import Budget, Dataset
+from benchmarks.contract import Budget, Dataset, Method
 from benchmarks.errors import InputError
 from benchmarks.privacy import Kind
 from benchmarks.registry import get_method
@@ -68,9 +68,11 @@ class TrainingAudit:
 
 def audit_training(method: str, data: Dataset, budget: Budget, hparams: dict[str, Any],
                    context: RunContext, canaries: int | None = None,
-                   confidence: float = CONFIDENCE) -> TrainingAudit:
+                   confidence: float = CONFIDENCE, model: Method | None = None) -> TrainingAudit:
     """Audit ``method`` at ``budget`` on ``data`` with ``canaries`` canaries (default: per
     task, see ``canaries.default_count``). Every random draw comes from ``context``.
+    ``model`` is the instance to train (the runner's, whose record reports its privacy);
+    by default a new one.
 
     Raises InputError for settings no audit can run, BudgetExceeded when the run's ledger
     exceeds the budget."""
@@ -93,7 +95,8 @@ def audit_training(method: str, data: Dataset, budget: Budget, hparams: dict[str
     if isinstance(count, bool) or not isinstance(count, numbers.Integral) \
             or count < MIN_CANARIES:
         raise InputError(f"canaries must be an integer >= {MIN_CANARIES}, got {count!r}")
-    model = method_cls(budget, context=context, **hparams)
+    if model is None:
+        model = method_cls(budget, context=context, **hparams)
     planted = canary_designs.design(notion, data, int(count), context.rng("audit canaries"))
     coins = context.rng("audit coins").integers(0, 2, size=len(planted)).astype(bool)
 
