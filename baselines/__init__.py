@@ -33,7 +33,7 @@ NEIGHBOURS = frozenset(n.value for n in Neighbours)
 KINDS = frozenset(k.value for k in Kind)
 
 PUBLISHED_COLUMNS = (
-    "paper", "table", "column", "column_inferred", "dataset", "method", "variant",
+    "paper", "table", "column", "column_inferred", "dataset", "method", "variant", "model",
     "epsilon", "delta", "metric", "value", "protects", "neighbours", "kind", "accountant",
     "note")
 CLAIMS_COLUMNS = (
@@ -47,8 +47,9 @@ class BaselinesError(PrivboardError):
 
 def load_published(path: Path = PUBLISHED_CSV) -> pd.DataFrame:
     """The published numbers, typed: epsilon/value floats (epsilon may be inf), delta a
-    float (NaN where the paper does not state it), column_inferred a bool."""
-    optional = {"variant", "delta", "note"}
+    float (NaN where the paper does not state it), column_inferred a bool. ``model`` is
+    the network the paper trained, empty where its source does not name it."""
+    optional = {"variant", "model", "delta", "note"}
     table = _read(path, PUBLISHED_COLUMNS,
                   required=tuple(c for c in PUBLISHED_COLUMNS if c not in optional))
     where = _Where(path)
@@ -64,6 +65,12 @@ def load_published(path: Path = PUBLISHED_CSV) -> pd.DataFrame:
         problem = _notion_problem(row)
         if problem:
             raise BaselinesError(f"{where(line)}: {problem}")
+    # The leaderboard reads a model's non-private accuracy from this cell: one per setting.
+    ceilings = table[(table["protects"] == Protects.NOTHING.value) & (table["model"] != "")]
+    twice = ceilings.duplicated(["paper", "dataset", "variant", "model"])
+    if twice.any():
+        raise BaselinesError(f"{where(twice.idxmax())}: a second non-private cell of the "
+                             "same paper, dataset, variant and model")
     return table
 
 

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from reports.rows import format_delta, format_epsilon, format_number
+from reports.rows import format_delta, format_epsilon, format_number, model_note
 
-HEADER = ["dataset", "privacy", "method", "variant", "suite", "epsilon", "delta", "ours",
-          "failed", "paper", "citation", "diff"]
+HEADER = ["dataset", "privacy", "method", "variant", "model", "suite", "epsilon", "delta",
+          "ours", "failed", "paper", "citation", "diff"]
 # LaTeX column types: the long texts wrap, the numbers align right, the rest is "l".
-_LATEX_COLUMNS = {"privacy": "p{4cm}", "variant": "p{2cm}", "citation": "p{4cm}",
-                  "epsilon": "r", "delta": "r", "failed": "r", "paper": "r"}
+_LATEX_COLUMNS = {"privacy": "p{4cm}", "variant": "p{2cm}", "model": "p{3cm}",
+                  "citation": "p{4cm}", "epsilon": "r", "delta": "r", "failed": "r", "paper": "r"}
 # Every character LaTeX treats as markup, and the one non-ASCII character of the cells.
 _LATEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
           "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
@@ -60,10 +60,12 @@ def latex_escape(text: str) -> str:
 
 
 def table_cells(rows: pd.DataFrame) -> list[list[str]]:
-    """Per row, the texts under ``HEADER``."""
+    """Per row, the texts under ``HEADER``; a model other than the paper's is named with
+    the paper's, as on the site."""
     return [[row.dataset, _notion_text(row), row.method, row.variant,
-             row.suite or "paper only", format_epsilon(row.epsilon), format_delta(row.delta),
-             _ours_text(row), str(row.failed or ""),
+             model_note(row) or row.model, row.suite or "paper only",
+             format_epsilon(row.epsilon), format_delta(row.delta), _ours_text(row),
+             str(row.failed or ""),
              "" if pd.isna(row.paper_value) else format_number(row.paper_value, row.metric),
              _citation_text(row), _diff_text(row)]
             for row in rows.itertuples(index=False)]

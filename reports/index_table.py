@@ -6,7 +6,7 @@ import pandas as pd
 
 from benchmarks.privacy import Protects
 from reports.presentation import SCOPES, UNKNOWN_NOTION, presentation, slug
-from reports.rows import QUICK_SUITE
+from reports.rows import QUICK_SUITE, model_note
 
 # The epsilons a line shows, as (rows column, header, tooltip). An audited epsilon (an
 # empirical lower bound on what a run leaks) becomes one more column of the rows: add it
@@ -43,6 +43,7 @@ def table_line(row) -> dict:
     css, title, explanation = presentation(row.protects, row.neighbours)
     return {
         "method": row.method, "method_page": slug(row.method), "variant": row.variant,
+        "model": row.model,
         "suite": row.suite, "quick": row.suite == QUICK_SUITE, "paper_only": not row.cell,
         "scope": css, "badge": title, "explanation": explanation,
         "notion": "" if css == "non-private" else (
@@ -82,7 +83,7 @@ def paper_of(row) -> dict | None:
             "column": row.column, "inferred": bool(row.column_inferred), "note": row.note,
             "headline": bool(row.cell) and row.paper_variant != row.variant,
             "diff": None if pd.isna(row.diff) else row.diff,
-            "beyond": bool(row.beyond_tolerance)}
+            "beyond": bool(row.beyond_tolerance), "model_note": model_note(row)}
 
 
 def _legend(rows: pd.DataFrame) -> list[tuple[str, str, str]]:

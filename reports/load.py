@@ -14,10 +14,14 @@ import pandas as pd
 from benchmarks.errors import PrivboardError
 from benchmarks.metrics import DEFAULT_METRIC
 from benchmarks.records import RecordError, RunRecord, read_records
+from benchmarks.registry import all_methods
+from reports.presentation import MODEL_NAMES
 
 NOTION_FIELDS = ("protects", "neighbours", "kind", "accountant")
-RECORD_COLUMNS = ("path", "status", "suite", "dataset", "method", "variant", "config_id",
-                  "seed", "epsilon", "delta", "spent_epsilon", "metric", "value",
+# The setting that names a method's network: the Keras classifiers' model, PATE's teachers'.
+MODEL_HPARAMS = ("model", "teacher_model")
+RECORD_COLUMNS = ("path", "status", "suite", "dataset", "method", "variant", "model",
+                  "config_id", "seed", "epsilon", "delta", "spent_epsilon", "metric", "value",
                   *NOTION_FIELDS, "superseded", "audit", "wall_time_s", "record")
 
 
@@ -60,8 +64,17 @@ def _flatten(record: RunRecord, metric_of: Mapping[str, str],
     spent = record.privacy.epsilon
     return {"path": str(record.path), "status": record.status, "suite": record.suite,
             "dataset": record.dataset, "method": record.method, "variant": record.variant,
-            "config_id": record.config_id, "seed": record.seed, "epsilon": record.epsilon,
-            "delta": record.delta, "spent_epsilon": math.nan if spent is None else spent,
+            "model": model_name(record), "config_id": record.config_id, "seed": record.seed,
+            "epsilon": record.epsilon, "delta": record.delta, "spent_epsilon": math.nan if spent is None else spent,
             "metric": metric, "value": value, **{f: notion[f] for f in NOTION_FIELDS},
             "superseded": current_configs is not None and record.config_id not in current_configs,
             "audit": record.is_audit, "wall_time_s": record.wall_time_s, "record": record}
+
+
+def model_name(record: RunRecord) -> str:
+    """The network a record trained, by its site name; "" for a method without one. A
+    record keeps only the settings its suite gave, so the method's defaults fill in."""
+    method = all_methods().get(record.method)
+    hparams = {**(method.defaults if method else {}), **record.hparams}
+    model = next((hparams[key] for key in MODEL_HPARAMS if key in hparams), "")
+    return MODEL_NAMES.get(model, model)

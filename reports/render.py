@@ -26,7 +26,7 @@ from reports.plots import plot_dataset
 from reports.presentation import (SCOPES, describe, describe_notion, json_text, ledger_entry,
                                   presentation, slug, sort_key, without_nan)
 from reports.rows import (DISPLAY_KEYS, QUICK_SUITE, format_delta, format_epsilon,
-                          format_number, metric_tolerance)
+                          format_number, metric_tolerance, model_note)
 
 STATIC = Path(__file__).with_name("static")
 UNKNOWN = "unknown"
@@ -108,7 +108,8 @@ def _write_cell_page(site: Path, rows: pd.DataFrame, records: pd.DataFrame) -> N
     key = {name: first[name] for name in DISPLAY_KEYS}
     runs = [_run(record) for record in
             sorted(records["record"], key=lambda r: (r.status, r.seed))]
-    papers = [without_nan(paper) for paper in rows[rows["paper_value"].notna()].to_dict("records")]
+    papers = [{**without_nan(paper._asdict()), "model_note": model_note(paper)}
+              for paper in rows[rows["paper_value"].notna()].itertuples(index=False)]
     css, title, explanation = presentation(first["protects"], first["neighbours"])
     _render(site / "cells" / f"{slug(first['cell'])}.html", "cell.html",
             key=key, config_id=first["cell"], row=without_nan(first.to_dict()), runs=runs,

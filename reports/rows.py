@@ -22,11 +22,13 @@ from reports.load import NOTION_FIELDS
 QUICK_SUITE = "quick"
 # What a configuration is shown as; constant within a configuration.
 DISPLAY_KEYS = ["dataset", "method", "variant", "suite", "epsilon", "delta"]
-PAPER_FIELDS = ["paper", "table", "column", "column_inferred", "paper_value", "note"]
+PAPER_FIELDS = ["paper", "table", "column", "column_inferred", "paper_value", "note",
+                "paper_model"]
 ROW_COLUMNS = [
-    "dataset", "metric", "section", "method", "variant", "suite", "epsilon", "delta",
+    "dataset", "metric", "section", "method", "variant", "model", "suite", "epsilon", "delta",
     *NOTION_FIELDS, "n", "failed", "mean", "std", "spent_epsilon", "paper_variant",
-    *PAPER_FIELDS, "diff", "beyond_tolerance", "superseded", "cell"]
+    *PAPER_FIELDS, "diff", "beyond_tolerance", "model_non_private", "paper_non_private",
+    "superseded", "cell"]
 STANDARD_PROTECTS = (Protects.LABELS.value, Protects.RECORDS.value, Protects.NOTHING.value)
 
 
@@ -46,6 +48,7 @@ def group_records(records: pd.DataFrame) -> pd.DataFrame:
     ok = records[records["status"] == "ok"]
     grouped = records.groupby("config_id", sort=True)
     cells = grouped.agg(metric=("metric", "first"), superseded=("superseded", "first"),
+                        model=("model", "first"),
                         failed=("status", lambda status: int((status == "failed").sum())),
                         **{key: (key, "first") for key in DISPLAY_KEYS})
     for field in NOTION_FIELDS:
@@ -66,7 +69,8 @@ def compute_rows(records: pd.DataFrame, published: pd.DataFrame,
     cells = group_records(records).assign(
         epsilon_key=lambda frame: _epsilon_key(frame["epsilon"]))
     paper = published.rename(columns={
-        "value": "paper_value", "delta": "paper_delta", "variant": "paper_variant"}).assign(
+        "value": "paper_value", "delta": "paper_delta", "variant": "paper_variant",
+        "model": "paper_model"}).assign(
         paper_id=published.index, epsilon_key=_epsilon_key(published["epsilon"]))
     exact = _pairs(cells, paper, same_variant=True)
     headline = _pairs(cells[~cells["cell"].isin(exact["cell"])],
@@ -75,7 +79,7 @@ def compute_rows(records: pd.DataFrame, published: pd.DataFrame,
     ours_only = cells[~cells["cell"].isin(pairs["cell"])]
     paper_only = paper[~paper["paper_id"].isin(pairs["paper_id"])].assign(
         variant=lambda frame: frame["paper_variant"], delta=lambda frame: frame["paper_delta"],
-        suite="", n=0, failed=0, mean=math.nan, std=math.nan, spent_epsilon=math.nan,
+        model="", suite="", n=0, failed=0, mean=math.nan, std=math.nan, spent_epsilon=math.nan,
         superseded=False, cell="")
     rows = pd.concat([frame for frame in (pairs, ours_only, paper_only) if not frame.empty],
                      ignore_index=True)
@@ -86,6 +90,9 @@ def compute_rows(records: pd.DataFrame, published: pd.DataFrame,
     rows["diff"] = rows["mean"] - rows["paper_value"]
     limit = rows["metric"].map(lambda metric: metric_tolerance(metric, tolerance))
     rows["beyond_tolerance"] = rows["diff"].abs() > limit
+    rows["paper_model"] = rows["paper_model"].fillna("")
+    rows["model_non_private"] = _our_non_private(rows, records)
+    rows["paper_non_private"] = _paper_non_private(rows, paper)
     rows["section"] = _sections(rows)
     rows = rows.sort_values(["dataset", "section", "method", "variant", "suite", "epsilon",
                              "delta", "paper", "table", "column"], na_position="first")
@@ -101,6 +108,29 @@ def _pairs(cells: pd.DataFrame, paper: pd.DataFrame, same_variant: bool) -> pd.D
     pairs = cells.merge(paper[list(columns)], on=keys)
     # An (e, delta) cell of ours compares only with a paper cell at the same delta.
     return pairs[(pairs["delta"] == 0) | np.isclose(pairs["delta"], pairs["paper_delta"])]
+
+
+def _our_non_private(rows: pd.DataFrame, records: pd.DataFrame) -> np.ndarray:
+    """Per row, the mean over seeds of our non-private records of its dataset and model:
+    those of its own suite when there are any, else those of every suite."""
+    ours = records[(records["method"] == "non-private") & records["value"].notna()]
+    same_suite = _lookup(rows, ours, ["dataset", "model", "suite"])
+    return np.where(np.isnan(same_suite), _lookup(rows, ours, ["dataset", "model"]), same_suite)
+
+
+def _paper_non_private(rows: pd.DataFrame, paper: pd.DataFrame) -> np.ndarray:
+    """Per row, the paper's own non-private cell with its model: same paper, dataset,
+    variant and model (baselines holds at most one)."""
+    ceilings = paper[(paper["protects"] == Protects.NOTHING.value)
+                     & (paper["paper_model"] != "")]
+    return _lookup(rows, ceilings.rename(columns={"paper_value": "value"}),
+                   ["paper", "dataset", "paper_variant", "paper_model"])
+
+
+def _lookup(rows: pd.DataFrame, values: pd.DataFrame, keys: list[str]) -> np.ndarray:
+    """The mean ``value`` of ``values`` that share a row's keys, per row (NaN if none)."""
+    means = values.groupby(keys)["value"].mean().rename("found").reset_index()
+    return rows[keys].merge(means, on=keys, how="left")["found"].to_numpy(dtype=float)
 
 
 def section_of(protects: str, neighbours: str) -> str:
@@ -142,3 +172,21 @@ def format_delta(delta: float) -> str:
 
 def format_number(value: float, name: str, signed: bool = False) -> str:
     return metric(name).format(value, signed)
+
+
+def model_note(row) -> str:
+    """Beside a difference with the paper, when our model is not the paper's: each model
+    with its non-private number, so that a reader can tell the model's gap from the
+    method's. A number only where the records (ours) or the baselines (the paper's)
+    have one; "" when the models are the same or one is not known."""
+    if pd.isna(row.diff) or not (row.model and row.paper_model) or row.model == row.paper_model:
+        return ""
+    ours = ("" if pd.isna(row.model_non_private)
+            else f" ({_with_unit(row.model_non_private, row.metric)} non-private)")
+    paper = ("" if pd.isna(row.paper_non_private)
+             else f" ({_with_unit(row.paper_non_private, row.metric)})")
+    return f"{row.model}{ours} vs the paper's {row.paper_model}{paper}"
+
+
+def _with_unit(value: float, name: str) -> str:
+    return format_number(value, name) + ("%" if name == "accuracy_pct" else f" {name.upper()}")

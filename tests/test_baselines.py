@@ -85,3 +85,26 @@ def test_dataset_notes_load_and_say_where_no_table_exists():
     notes = baselines.load_dataset_notes()
     assert "no table" in notes["adult"]
     assert set(notes) <= baselines.DATASETS
+
+
+def test_the_papers_models_are_named_only_where_their_source_names_them():
+    """Ghazi et al. 2021, Appendix B: the simplified Inception on MNIST, Fashion-MNIST and
+    KMNIST, ResNet18-v2 on CIFAR, two-branch NCF on MovieLens. The baselines it quotes
+    from other papers name none."""
+    published = load_published()
+    ghazi = published[published.paper == "Ghazi et al. 2021"]
+    own = ghazi.method.isin(["lp-1st", "lp-2st", "non-private"])
+    assert ghazi[own].groupby("dataset").model.unique().map(list).to_dict() == {
+        "mnist": ["Inception"], "fashion-mnist": ["Inception"], "kmnist": ["Inception"],
+        "cifar10": ["ResNet18-v2"], "cifar100": ["ResNet18-v2"], "movielens-1m": ["NCF"]}
+    assert (ghazi[~own].model == "").all()
+
+
+def test_a_second_non_private_cell_of_one_model_is_rejected(tmp_path):
+    text = baselines.PUBLISHED_CSV.read_text()
+    line = next(line for line in text.splitlines() if ",fashion-mnist,non-private," in line)
+    path = tmp_path / "published.csv"
+    path.write_text(text + line.replace(",e=inf,", ",e=inf again,") + "\n")
+    appended = len(text.splitlines()) + 1
+    with pytest.raises(BaselinesError, match=f"line {appended}: a second non-private cell"):
+        load_published(path)
