@@ -156,11 +156,12 @@ def write_cifar100(path: Path, rng: np.random.Generator, n_train: int = 4,
         "test_x": images[n_train:], "test_y": fine[n_train:]}
 
 
-def write_svhn(folder: Path, rng: np.random.Generator) -> tuple[Checksums, dict[str, np.ndarray]]:
+def write_svhn(folder: Path, rng: np.random.Generator, train_digits=(0, 1, 9, 0),
+               test_digits=(5, 0)) -> tuple[Checksums, dict[str, np.ndarray]]:
     """train_32x32.mat / test_32x32.mat: X is (32, 32, 3, N), y is (N, 1) with 10 for 0."""
     folder.mkdir(parents=True, exist_ok=True)
     checksums, expected = [], {}
-    for split, digits in (("train", np.array([0, 1, 9, 0])), ("test", np.array([5, 0]))):
+    for split, digits in (("train", np.asarray(train_digits)), ("test", np.asarray(test_digits))):
         images = tiny_images(rng, len(digits), (32, 32, 3))
         path = folder / f"{split}_32x32.mat"
         scipy.io.savemat(path, {"X": images.transpose(1, 2, 3, 0),
