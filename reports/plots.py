@@ -39,7 +39,12 @@ def plot_dataset(rows: pd.DataFrame, path: Path) -> None:
     for (method, variant, suite), line in ours.groupby(["method", "variant", "suite"]):
         style = "--" if (line["protects"] == "inputs and labels").any() else "-"
         for column, suffix, marker in OUR_EPSILONS:
-            at = line.dropna(subset=[column]).sort_values(column)
+            at = line.dropna(subset=[column])
+            # A bound of 0 has no place on a log axis (the table shows it); no point, no
+            # legend entry.
+            at = at[at[column] > 0].sort_values(column)
+            if at.empty:
+                continue
             ax.errorbar(x_of(at[column]), at["mean"], yerr=at["std"].fillna(0),
                         fmt=marker + style, capsize=3, color=colours[method, variant],
                         label=_label("ours", method, variant, suite) + suffix)
