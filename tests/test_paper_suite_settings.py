@@ -32,7 +32,7 @@ from benchmarks.suites import Cell, load_suite
 # split (N_TEST), and DP-SGD's expected batch smaller than the training split.
 TINY = {"epochs": 1, "batch_size": 8, "pretrain_epochs": 1, "teachers": 4,
         "teacher_epochs": 1, "public_size": 16, "queries": 16, "student_epochs": 1,
-        "steps": 2, "em_iterations": 1, "mstep_steps": 1}
+        "steps": 2, "em_iterations": 1, "mstep_steps": 1, "encoder_epochs": 1, "clusters": 4}
 # Shrunk only where the suite sets them (None is a setting of its own: all the rows, or
 # ask every query).
 TINY_IF_SET = {"train_size": 12, "answered_target": 4}
