@@ -52,15 +52,16 @@ def tiny_hparams(cell: Cell) -> dict:
 
 
 def settings() -> list[Cell]:
-    """One cell per distinct tiny setting: the suite's settings differing only in
-    epsilon or seed, or only in what is shrunk (PATE's queries, DP-ERM's train_size),
-    run the same tiny step once."""
+    """One cell per distinct tiny setting. Settings differing only in epsilon or seed,
+    in what is shrunk (PATE's queries, DP-ERM's train_size) or in a real-valued knob
+    (beta, tau, learning rates, clip norms: the same code with another number) run the
+    same tiny step once; every model, mode, loss, prior and switch runs."""
     unique = {}
     for cell in load_suite("paper").cells:
         if cell.skip is None:
             tiny = dataclasses.replace(cell, hparams=tiny_hparams(cell))
-            unique.setdefault((cell.dataset, cell.method, json.dumps(tiny.hparams, sort_keys=True)),
-                              tiny)
+            shape = {k: v for k, v in tiny.hparams.items() if not isinstance(v, float)}
+            unique.setdefault((cell.dataset, cell.method, json.dumps(shape, sort_keys=True)), tiny)
     return list(unique.values())
 
 
