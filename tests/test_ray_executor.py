@@ -81,11 +81,11 @@ def comparable(results: Path) -> dict[str, dict]:
             for path in results.glob("*.json")}
 
 
-def test_the_smoke_suite_on_ray_gives_the_local_records_bit_for_bit(tmp_path, local_ray):
-    local, on_ray = tmp_path / "local", tmp_path / "ray"
-    assert main(["run", "--suite", "smoke", "--results", str(local)]) == 0
+def test_the_smoke_suite_on_ray_gives_the_local_records_bit_for_bit(tmp_path, local_ray,
+                                                                    smoke_results):
+    on_ray = tmp_path / "ray"
     assert main(["run", "--suite", "smoke", "--results", str(on_ray), "--executor", "ray"]) == 0
-    expected = comparable(local)
+    expected = comparable(smoke_results)
     assert len(expected) == sum(not cell.skip for cell in load_suite("smoke").cells)
     assert comparable(on_ray) == expected
 

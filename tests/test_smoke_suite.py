@@ -8,9 +8,8 @@ from benchmarks.registry import all_methods
 from benchmarks.suites import load_suite
 
 
-def test_smoke_suite_runs_and_reports(tmp_path):
-    results, site = tmp_path / "results", tmp_path / "site"
-    assert main(["run", "--suite", "smoke", "--results", str(results)]) == 0
+def test_smoke_suite_runs_and_reports(tmp_path, smoke_results):
+    results, site = smoke_results, tmp_path / "site"
     records = list(read_records(results))
     runnable = [c for c in load_suite("smoke").cells if not c.skip]
     assert len(records) == len(runnable)
