@@ -67,6 +67,7 @@ class Pate(Method):
 
     paper = PAPER_2018
     notion = PATE_NOTION
+    version = 2  # 2: the student trains with the improved-GAN reference's balance details
     tasks = ("image", "tabular")
     needs_delta = True
     student_mode: ClassVar[str] = "pate"

@@ -68,10 +68,10 @@ def test_unsupervised_loss_matches_an_explicit_k_plus_1_softmax():
     assert got == pytest.approx(expected, rel=1e-5)
 
 
-def test_feature_matching_is_the_squared_distance_of_feature_means():
+def test_feature_matching_is_the_mean_squared_gap_of_feature_means():
     rng = np.random.default_rng(2)
     real, generated = rng.normal(size=(8, 5)), rng.normal(size=(6, 5))
-    expected = np.sum((real.mean(0) - generated.mean(0)) ** 2)
+    expected = np.mean((real.mean(0) - generated.mean(0)) ** 2)
     got = float(ssgan.feature_matching_loss(real, generated))
     assert got == pytest.approx(expected, rel=1e-6)
 
@@ -211,8 +211,8 @@ def test_cleansing_moves_the_most_suspected_and_drops_their_labels():
 
 def test_one_step_trains_each_discriminator_on_the_others_small_loss_picks(digits):
     trainer = tiny_trainer(digits)
-    labelled, unlabelled = (b[0] for b in trainer.epoch_batches())
-    report = trainer.step(labelled, unlabelled, 0.8, "co-teaching")
+    labelled, unlabelled, generator_real = (b[0] for b in trainer.epoch_batches())
+    report = trainer.step(labelled, unlabelled, generator_real, 0.8, "co-teaching")
     losses_1, losses_2 = report.supervised
     assert len(report.picks[0]) == len(report.picks[1]) == 16  # ceil(0.8 x 20)
     assert set(report.picks[0].tolist()) == smallest(losses_2, 16)
@@ -225,8 +225,8 @@ def test_one_step_trains_each_discriminator_on_the_others_small_loss_picks(digit
 
 def test_one_co_teaching_plus_step_picks_among_disagreements_only(digits):
     trainer = tiny_trainer(digits, seed=1)
-    labelled, unlabelled = (b[0] for b in trainer.epoch_batches())
-    report = trainer.step(labelled, unlabelled, 0.5, "co-teaching-plus")
+    labelled, unlabelled, generator_real = (b[0] for b in trainer.epoch_batches())
+    report = trainer.step(labelled, unlabelled, generator_real, 0.5, "co-teaching-plus")
     p1, p2 = report.predictions
     disagreed = np.flatnonzero(p1 != p2)
     assert 0 < len(disagreed) < 20  # the case worth testing: some agree, some do not
@@ -241,8 +241,8 @@ def test_one_co_teaching_plus_step_picks_among_disagreements_only(digits):
 
 def test_the_pate_rule_uses_every_labelled_sample(digits):
     trainer = tiny_trainer(digits, discriminators=1)
-    labelled, unlabelled = (b[0] for b in trainer.epoch_batches())
-    report = trainer.step(labelled, unlabelled, 0.5, "all")
+    labelled, unlabelled, generator_real = (b[0] for b in trainer.epoch_batches())
+    report = trainer.step(labelled, unlabelled, generator_real, 0.5, "all")
     assert report.picks[0].tolist() == list(range(20))
     assert report.supervised_terms[0] == pytest.approx(report.supervised[0].mean(), rel=1e-5)
     assert report.suspects is None
@@ -250,10 +250,13 @@ def test_the_pate_rule_uses_every_labelled_sample(digits):
 
 def test_epochs_repeat_the_smaller_set_to_the_larger_ones_size(digits):
     trainer = tiny_trainer(digits)
-    labelled, unlabelled = trainer.epoch_batches()
-    assert labelled.shape == unlabelled.shape == (10, 20)  # 200 unlabelled / batch 20
-    assert sorted(unlabelled.ravel().tolist()) == list(range(200))
+    labelled, unlabelled, generator_real = trainer.epoch_batches()
+    assert labelled.shape == unlabelled.shape == generator_real.shape == (10, 20)
+    assert sorted(unlabelled.ravel().tolist()) == list(range(200))  # 200 / batch 20
     assert set(labelled.ravel().tolist()) == set(range(60))
+    # the generator matches features against its own permutation of the real inputs
+    assert sorted(generator_real.ravel().tolist()) == list(range(200))
+    assert generator_real.tolist() != unlabelled.tolist()
 
 
 # ------------------------------------------------------------------------- students

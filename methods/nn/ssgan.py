@@ -45,6 +45,13 @@ REPORTS = ("d1", "d2", "average")
 DECAY_RULES = ("decayed", "scaled")
 NOISE_DIM = 100
 INIT_BATCH = 500  # real samples for the data-dependent initialisation
+# Three details of the improved-GAN reference training that keep the game balanced: with
+# Keras' defaults (epsilon 1e-7, the unsupervised loss at full weight, batch-norm epsilon
+# 1e-3) the discriminator won outright on MNIST within 2,000-4,000 steps (its loss near
+# 0.001, feature matching 30-fold up) and the student's accuracy fell back.
+UNSUPERVISED_WEIGHT = 0.5  # the reference halves the real and generated terms
+ADAM_EPSILON = 1e-4  # the reference adds 1e-8 under Adam's square root: the same floor
+BATCH_NORM_EPSILON = 1e-6
 
 
 @dataclass(frozen=True)
@@ -108,7 +115,8 @@ def build_generator(output_shape: tuple[int, ...], hidden: tuple[int, ...] = (50
     h = z
     for units in hidden:
         h = layers.Dense(units, use_bias=False)(h)
-        h = layers.Activation("softplus")(layers.BatchNormalization(scale=False)(h))
+        h = layers.Activation("softplus")(
+            layers.BatchNormalization(scale=False, epsilon=BATCH_NORM_EPSILON)(h))
     h = WeightNormDense(math.prod(output_shape), "sigmoid", train_scale=True)(h)
     return tf.keras.Model(z, layers.Reshape(output_shape)(h), name="generator")
 
@@ -156,9 +164,10 @@ def unsupervised_loss(real_logits: tf.Tensor, generated_logits: tf.Tensor) -> tf
 
 def feature_matching_loss(real_features: tf.Tensor, generated_features: tf.Tensor
                           ) -> tf.Tensor:
-    """|| mean real features - mean generated features ||_2^2."""
+    """The mean over features of (mean real feature - mean generated feature)^2: a mean,
+    not a sum, so that the gradient's size against ADAM_EPSILON is the reference's."""
     gap = tf.reduce_mean(real_features, axis=0) - tf.reduce_mean(generated_features, axis=0)
-    return tf.reduce_sum(tf.square(gap))
+    return tf.reduce_mean(tf.square(gap))
 
 
 def class_probabilities(logits: np.ndarray) -> np.ndarray:
@@ -285,7 +294,8 @@ class GanTrainer:
     """One generator and one or two discriminators on a (labelled, unlabelled) split.
     Each step updates the discriminators on a labelled, an unlabelled and a generated batch,
     then the generator on the mean feature-matching loss against the updated
-    discriminators (Algorithm 1, lines 11-13). Call ``seed_everything`` first: it seeds
+    discriminators (Algorithm 1, lines 11-13), with fresh noise and a second real batch
+    drawn independently of the first (as the improved-GAN reference does). Call ``seed_everything`` first: it seeds
     the weights and the Gaussian-noise layers; ``seed`` seeds the batches and G's noise."""
 
     def __init__(self, x_labelled: np.ndarray, y_labelled: np.ndarray,
@@ -309,7 +319,8 @@ class GanTrainer:
                                for _ in range(discriminators)]
         for d in self.discriminators:
             initialise_discriminator(d, real[self.rng.permutation(len(real))[:INIT_BATCH]])
-        self.optimizers = [tf.keras.optimizers.Adam(learning_rate, beta_1=beta1)
+        self.optimizers = [tf.keras.optimizers.Adam(learning_rate, beta_1=beta1,
+                                                    epsilon=ADAM_EPSILON)
                            for _ in range(discriminators + 1)]
         self.noise = tf.random.Generator.from_seed(seed)
         # autograph off: the step has no Python control flow on tensors.
@@ -320,15 +331,18 @@ class GanTrainer:
         """Algorithm 1, line 1: the smaller set is repeated to the larger one's size."""
         return max(1, max(self.sizes) // self.batch_size)
 
-    def epoch_batches(self) -> tuple[np.ndarray, np.ndarray]:
-        """(steps, batch) labelled and unlabelled indices: fresh permutations, repeated."""
+    def epoch_batches(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(steps, batch) indices of the labelled inputs, of the real inputs for the
+        discriminators and of the real inputs for the generator: fresh permutations,
+        repeated."""
         need = self.steps_per_epoch * self.batch_size
         return tuple(_repeated_permutations(n, need, self.rng).reshape(-1, self.batch_size)
-                     for n in self.sizes)
+                     for n in (*self.sizes, self.sizes[1]))
 
-    def step(self, labelled: np.ndarray, unlabelled: np.ndarray, ratio: float,
-             rule: str) -> StepReport:
-        out = self._step(tf.constant(labelled, tf.int32), tf.constant(unlabelled, tf.int32),
+    def step(self, labelled: np.ndarray, unlabelled: np.ndarray,
+             generator_real: np.ndarray, ratio: float, rule: str) -> StepReport:
+        out = self._step(*(tf.constant(i, tf.int32)
+                           for i in (labelled, unlabelled, generator_real)),
                          tf.constant(ratio, tf.float64), rule)
         suspects = out["suspects"].numpy() if "suspects" in out else None
         return StepReport(*([t.numpy() for t in out[key]]
@@ -336,15 +350,15 @@ class GanTrainer:
                           [float(t) for t in out["terms"]], suspects,
                           float(out["d_loss"]), float(out["g_loss"]))
 
-    def _train_step(self, labelled: tf.Tensor, unlabelled: tf.Tensor, ratio: tf.Tensor,
-                    rule: str) -> dict:
+    def _train_step(self, labelled: tf.Tensor, unlabelled: tf.Tensor,
+                    generator_real: tf.Tensor, ratio: tf.Tensor, rule: str) -> dict:
         x_lab = tf.gather(self.x_labelled, labelled)
         y_lab = tf.gather(self.y_labelled, labelled)
         if not self.adversarial:
             return self._supervised_step(x_lab, y_lab)
         x_real = tf.gather(self.x_real, unlabelled)
-        z = self.noise.uniform((self.batch_size, NOISE_DIM))
-        generated = self.generator(z, training=True)
+        generated = self.generator(self.noise.uniform((self.batch_size, NOISE_DIM)),
+                                   training=True)
 
         with tf.GradientTape(persistent=True) as tape:
             # One forward pass per discriminator over the three batches: no layer of D
@@ -357,15 +371,17 @@ class GanTrainer:
             picks = supervised_picks(rule, [tf.stop_gradient(s) for s in supervised],
                                      predictions, ratio)
             terms = [tf.reduce_mean(tf.gather(s, p)) for s, p in zip(supervised, picks)]
-            d_losses = [t + unsupervised_loss(r, g)
+            d_losses = [t + UNSUPERVISED_WEIGHT * unsupervised_loss(r, g)
                         for t, r, g in zip(terms, real_logits, generated_logits)]
         for d, loss, opt in zip(self.discriminators, d_losses, self.optimizers):
             opt.apply_gradients(zip(tape.gradient(loss, d.trainable_variables),
                                     d.trainable_variables))
         del tape
 
+        x_real = tf.gather(self.x_real, generator_real)
         with tf.GradientTape() as tape:
-            generated = self.generator(z, training=True)
+            generated = self.generator(self.noise.uniform((self.batch_size, NOISE_DIM)),
+                                       training=True)
             g_loss = tf.add_n([
                 feature_matching_loss(*tf.split(
                     d(tf.concat([x_real, generated], 0), training=True)[1], 2))
@@ -441,17 +457,21 @@ def train_student(x_labelled: np.ndarray, y_labelled: np.ndarray, x_unlabelled: 
                 "widths": WIDTHS[width], "seed": seed, "progress": progress}
     choices = {
         "mode": mode, "epochs": epochs, "batch_size": batch_size,
-        "learning_rate": learning_rate, "adam_beta1": beta1, "width": width,
-        "report": report, "steps_per_epoch": "max(labelled, unlabelled) // batch_size, "
-                                             "the smaller set repeated",
-        "generator_update": "after the discriminators, against their updated weights",
+        "learning_rate": learning_rate, "adam_beta1": beta1, "adam_epsilon": ADAM_EPSILON,
+        "width": width, "report": report,
+        "steps_per_epoch": "max(labelled, unlabelled) // batch_size, the smaller set repeated",
+        "generator_update": "after the discriminators, against their updated weights, "
+                            "with fresh noise and its own real batch",
+        "unsupervised_weight": UNSUPERVISED_WEIGHT,
+        "feature_matching": "mean over features of the squared gap of batch means",
         "weight_norm": "every discriminator layer and the generator's output, "
                        "data-dependent initialisation (improved-GAN networks)",
         "unsupervised_real": "the unlabelled inputs; the labelled ones only if there are none",
     }
     if mode == "supervised":
         choices = {key: choices[key] for key in ("mode", "epochs", "batch_size",
-                                                 "learning_rate", "adam_beta1", "width")}
+                                                 "learning_rate", "adam_beta1", "adam_epsilon",
+                                                 "width")}
         choices["training"] = "the supervised loss on the labelled samples alone"
     if mode not in SINGLE:
         choices.update({
@@ -506,8 +526,8 @@ def _train_phase(x_labelled: np.ndarray, y_labelled: np.ndarray, x_unlabelled: n
         ratio = keep_ratio(epoch, beta, ramp_epochs)
         suspected = np.zeros(len(x_labelled), bool)
         d_loss = g_loss = 0.0
-        for labelled, unlabelled in zip(*trainer.epoch_batches()):
-            report = trainer.step(labelled, unlabelled, ratio, rule)
+        for labelled, *real in zip(*trainer.epoch_batches()):
+            report = trainer.step(labelled, *real, ratio, rule)
             d_loss += report.discriminator_loss / trainer.steps_per_epoch
             g_loss += report.generator_loss / trainer.steps_per_epoch
             if count_suspects:
