@@ -380,6 +380,7 @@ class PateSupervised(PateConfidentGnmax):
 
     name = "pate-supervised"
     student_mode = "supervised"
+    version = 3  # 3: as many steps as the semi-supervised student, not one per epoch
 
 
 def smallest_noise(curve_of: Callable[[float], np.ndarray], epsilon: float,

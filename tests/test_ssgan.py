@@ -259,6 +259,16 @@ def test_epochs_repeat_the_smaller_set_to_the_larger_ones_size(digits):
     assert generator_real.tolist() != unlabelled.tolist()
 
 
+def test_the_supervised_baseline_takes_as_many_steps_as_the_gan_student(digits):
+    x_l, y_l, x_u, _ = digits
+    seed_everything(0)
+    supervised = ssgan.GanTrainer(x_l, y_l, x_u, 10, discriminators=1,
+                                  widths=ssgan.WIDTHS["small"], batch_size=20,
+                                  learning_rate=0.003, beta1=0.5, seed=0, adversarial=False)
+    assert supervised.steps_per_epoch == tiny_trainer(digits).steps_per_epoch == 10
+    assert supervised.epoch_batches()[0].shape == (10, 20)
+
+
 # ------------------------------------------------------------------------- students
 
 @pytest.fixture(scope="module")

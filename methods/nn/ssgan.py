@@ -311,6 +311,9 @@ class GanTrainer:
         real = x_unlabelled if len(x_unlabelled) and adversarial else x_labelled
         self.x_real = tf.constant(real, tf.float32)
         self.sizes = (len(x_labelled), len(real))
+        # The supervised baseline takes the GAN student's steps too, so that both see the
+        # labelled set equally often.
+        self.steps_per_epoch = max(1, max(len(x_labelled), len(x_unlabelled)) // batch_size)
         self.batch_size = batch_size
         self.rng = np.random.default_rng(seed)
         self.generator = build_generator(input_shape, widths.generator)
@@ -326,15 +329,10 @@ class GanTrainer:
         # autograph off: the step has no Python control flow on tensors.
         self._step = tf.function(self._train_step, autograph=False)
 
-    @property
-    def steps_per_epoch(self) -> int:
-        """Algorithm 1, line 1: the smaller set is repeated to the larger one's size."""
-        return max(1, max(self.sizes) // self.batch_size)
-
     def epoch_batches(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(steps, batch) indices of the labelled inputs, of the real inputs for the
         discriminators and of the real inputs for the generator: fresh permutations,
-        repeated."""
+        the smaller set repeated to the larger one's size (Algorithm 1, line 1)."""
         need = self.steps_per_epoch * self.batch_size
         return tuple(_repeated_permutations(n, need, self.rng).reshape(-1, self.batch_size)
                      for n in (*self.sizes, self.sizes[1]))
@@ -471,7 +469,7 @@ def train_student(x_labelled: np.ndarray, y_labelled: np.ndarray, x_unlabelled: 
     if mode == "supervised":
         choices = {key: choices[key] for key in ("mode", "epochs", "batch_size",
                                                  "learning_rate", "adam_beta1", "adam_epsilon",
-                                                 "width")}
+                                                 "width", "steps_per_epoch")}
         choices["training"] = "the supervised loss on the labelled samples alone"
     if mode not in SINGLE:
         choices.update({
