@@ -45,7 +45,7 @@ REPORTS = ("d1", "d2", "average")
 DECAY_RULES = ("decayed", "scaled")
 NOISE_DIM = 100
 INIT_BATCH = 500  # real samples for the data-dependent initialisation
-# Three details of the improved-GAN reference training that keep the game balanced: with
+# Three of the improved-GAN reference's training details that keep the game balanced: with
 # Keras' defaults (epsilon 1e-7, the unsupervised loss at full weight, batch-norm epsilon
 # 1e-3) the discriminator won outright on MNIST within 2,000-4,000 steps (its loss near
 # 0.001, feature matching 30-fold up) and the student's accuracy fell back.
@@ -295,8 +295,9 @@ class GanTrainer:
     Each step updates the discriminators on a labelled, an unlabelled and a generated batch,
     then the generator on the mean feature-matching loss against the updated
     discriminators (Algorithm 1, lines 11-13), with fresh noise and a second real batch
-    drawn independently of the first (as the improved-GAN reference does). Call ``seed_everything`` first: it seeds
-    the weights and the Gaussian-noise layers; ``seed`` seeds the batches and G's noise."""
+    drawn independently of the first (as the improved-GAN reference does). Call
+    ``seed_everything`` first: it seeds the weights and the Gaussian-noise layers;
+    ``seed`` seeds the batches and G's noise."""
 
     def __init__(self, x_labelled: np.ndarray, y_labelled: np.ndarray,
                  x_unlabelled: np.ndarray, num_classes: int, *, discriminators: int,
