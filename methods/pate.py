@@ -67,7 +67,9 @@ class Pate(Method):
 
     paper = PAPER_2018
     notion = PATE_NOTION
-    version = 2  # 2: the student trains with the improved-GAN reference's balance details
+    # 2: the student trains with the improved-GAN reference's balance details; 3: it predicts
+    # with its averaged weights
+    version = 3
     tasks = ("image", "tabular")
     needs_delta = True
     student_mode: ClassVar[str] = "pate"
@@ -380,7 +382,7 @@ class PateSupervised(PateConfidentGnmax):
 
     name = "pate-supervised"
     student_mode = "supervised"
-    version = 3  # 3: as many steps as the semi-supervised student, not one per epoch
+    version = 4  # 3: as many steps as the semi-supervised student; 4: averaged weights
 
 
 def smallest_noise(curve_of: Callable[[float], np.ndarray], epsilon: float,

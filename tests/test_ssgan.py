@@ -269,6 +269,27 @@ def test_the_supervised_baseline_takes_as_many_steps_as_the_gan_student(digits):
     assert supervised.epoch_batches()[0].shape == (10, 20)
 
 
+@pytest.mark.parametrize("adversarial", [True, False])
+def test_the_student_predicts_with_the_bias_corrected_average_of_its_weights(digits,
+                                                                            adversarial):
+    trainer = tiny_trainer(digits, discriminators=1)
+    trainer.adversarial = adversarial
+    rate = ssgan.AVERAGE_RATE
+    average = [np.zeros(v.shape) for v in trainer.discriminators[0].trainable_variables]
+    for steps, batches in enumerate(zip(*trainer.epoch_batches()), start=1):
+        trainer.step(*batches, 0.5, "all")
+        weights = [v.numpy() for v in trainer.discriminators[0].trainable_variables]
+        average = [a + rate * (w - a) for a, w in zip(average, weights)]
+    (averaged,) = trainer.averaged_discriminators()
+    expected = [a / (1 - (1 - rate) ** steps) for a in average]
+    for got, want in zip(averaged.trainable_variables, expected):
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-6)
+    # the average differs from the last weights, and training goes on from the latter
+    assert not np.allclose(averaged.trainable_variables[0].numpy(), weights[0])
+    np.testing.assert_array_equal(trainer.discriminators[0].trainable_variables[0].numpy(),
+                                  weights[0])
+
+
 # ------------------------------------------------------------------------- students
 
 @pytest.fixture(scope="module")

@@ -52,6 +52,11 @@ INIT_BATCH = 500  # real samples for the data-dependent initialisation
 UNSUPERVISED_WEIGHT = 0.5  # the reference halves the real and generated terms
 ADAM_EPSILON = 1e-4  # the reference adds 1e-8 under Adam's square root: the same floor
 BATCH_NORM_EPSILON = 1e-6
+# The student predicts with an exponential moving average of each discriminator's weights,
+# as the reference evaluates its averaged discriminator: the trained weights swing by a
+# point of accuracy from epoch to epoch. The reference averages at rate 1e-4 over 180,000
+# steps; 1e-3 (a time constant of 1,000 steps) suits the few thousand steps run here.
+AVERAGE_RATE = 1e-3
 
 
 @dataclass(frozen=True)
@@ -327,6 +332,9 @@ class GanTrainer:
                                                     epsilon=ADAM_EPSILON)
                            for _ in range(discriminators + 1)]
         self.noise = tf.random.Generator.from_seed(seed)
+        self.averages = [[tf.Variable(tf.zeros_like(v), trainable=False)
+                          for v in d.trainable_variables] for d in self.discriminators]
+        self.steps_taken = 0
         # autograph off: the step has no Python control flow on tensors.
         self._step = tf.function(self._train_step, autograph=False)
 
@@ -338,8 +346,22 @@ class GanTrainer:
         return tuple(_repeated_permutations(n, need, self.rng).reshape(-1, self.batch_size)
                      for n in (*self.sizes, self.sizes[1]))
 
+    def averaged_discriminators(self) -> list[tf.keras.Model]:
+        """The discriminators with their averaged weights, corrected for the average's
+        start at zero (as Adam corrects its moments); the trainer's own stay untouched."""
+        correction = 1 - (1 - AVERAGE_RATE) ** self.steps_taken
+        averaged = []
+        for d, averages in zip(self.discriminators, self.averages):
+            copy = tf.keras.models.clone_model(d)
+            copy.set_weights(d.get_weights())
+            for variable, average in zip(copy.trainable_variables, averages):
+                variable.assign(average / correction)
+            averaged.append(copy)
+        return averaged
+
     def step(self, labelled: np.ndarray, unlabelled: np.ndarray,
              generator_real: np.ndarray, ratio: float, rule: str) -> StepReport:
+        self.steps_taken += 1
         out = self._step(*(tf.constant(i, tf.int32)
                            for i in (labelled, unlabelled, generator_real)),
                          tf.constant(ratio, tf.float64), rule)
@@ -376,6 +398,7 @@ class GanTrainer:
             opt.apply_gradients(zip(tape.gradient(loss, d.trainable_variables),
                                     d.trainable_variables))
         del tape
+        self._update_averages()
 
         x_real = tf.gather(self.x_real, generator_real)
         with tf.GradientTape() as tape:
@@ -395,6 +418,11 @@ class GanTrainer:
             out["suspects"] = label_suspects(*predictions, y_lab)
         return out
 
+    def _update_averages(self) -> None:
+        for d, averages in zip(self.discriminators, self.averages):
+            for variable, average in zip(d.trainable_variables, averages):
+                average.assign_add(AVERAGE_RATE * (variable - average))
+
     def _supervised_step(self, x_lab: tf.Tensor, y_lab: tf.Tensor) -> dict:
         """One step of the supervised loss alone, for the one discriminator."""
         d, optimizer = self.discriminators[0], self.optimizers[0]
@@ -404,6 +432,7 @@ class GanTrainer:
             loss = tf.reduce_mean(supervised)
         optimizer.apply_gradients(zip(tape.gradient(loss, d.trainable_variables),
                                       d.trainable_variables))
+        self._update_averages()
         return {"picks": [tf.range(tf.size(supervised), dtype=tf.int32)],
                 "supervised": [supervised],
                 "predictions": [tf.argmax(logits, axis=1, output_type=tf.int32)],
@@ -466,11 +495,13 @@ def train_student(x_labelled: np.ndarray, y_labelled: np.ndarray, x_unlabelled: 
         "weight_norm": "every discriminator layer and the generator's output, "
                        "data-dependent initialisation (improved-GAN networks)",
         "unsupervised_real": "the unlabelled inputs; the labelled ones only if there are none",
+        "prediction": f"the discriminators' weights averaged at rate {AVERAGE_RATE:g} a step, "
+                      "corrected for the start at zero",
     }
     if mode == "supervised":
         choices = {key: choices[key] for key in ("mode", "epochs", "batch_size",
                                                  "learning_rate", "adam_beta1", "adam_epsilon",
-                                                 "width", "steps_per_epoch")}
+                                                 "width", "steps_per_epoch", "prediction")}
         choices["training"] = "the supervised loss on the labelled samples alone"
     if mode not in SINGLE:
         choices.update({
@@ -537,7 +568,7 @@ def _train_phase(x_labelled: np.ndarray, y_labelled: np.ndarray, x_unlabelled: n
                  + (f" R {ratio:.3f}" if rule != "all" else "")
                  + f" D loss {d_loss:.3f} G loss {g_loss:.3f}"
                  + (f" suspects {suspected.sum()}" if count_suspects else ""))
-    return trainer.discriminators, counts
+    return trainer.averaged_discriminators(), counts
 
 
 def _rule(mode: str, epoch: int, warmup_epochs: int) -> str:
