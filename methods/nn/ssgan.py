@@ -55,8 +55,9 @@ BATCH_NORM_EPSILON = 1e-6
 # The student predicts with an exponential moving average of each discriminator's weights,
 # as the reference evaluates its averaged discriminator: the trained weights swing by a
 # point of accuracy from epoch to epoch. The reference averages at rate 1e-4 over 180,000
-# steps; 1e-3 (a time constant of 1,000 steps) suits the few thousand steps run here.
-AVERAGE_RATE = 1e-3
+# steps, a time constant of 1/18 of its training; the rate keeps that proportion to the
+# steps of each training phase, so that short runs do not average in their first epochs.
+AVERAGED_SPANS = 18
 
 
 @dataclass(frozen=True)
@@ -307,7 +308,7 @@ class GanTrainer:
     def __init__(self, x_labelled: np.ndarray, y_labelled: np.ndarray,
                  x_unlabelled: np.ndarray, num_classes: int, *, discriminators: int,
                  widths: Widths, batch_size: int, learning_rate: float, beta1: float,
-                 seed: int, adversarial: bool = True) -> None:
+                 seed: int, epochs: int, adversarial: bool = True) -> None:
         input_shape = tuple(x_labelled.shape[1:])
         self.adversarial = adversarial
         self.x_labelled = tf.constant(x_labelled, tf.float32)
@@ -332,6 +333,7 @@ class GanTrainer:
                                                     epsilon=ADAM_EPSILON)
                            for _ in range(discriminators + 1)]
         self.noise = tf.random.Generator.from_seed(seed)
+        self.average_rate = min(1.0, AVERAGED_SPANS / (epochs * self.steps_per_epoch))
         self.averages = [[tf.Variable(tf.zeros_like(v), trainable=False)
                           for v in d.trainable_variables] for d in self.discriminators]
         self.steps_taken = 0
@@ -349,7 +351,7 @@ class GanTrainer:
     def averaged_discriminators(self) -> list[tf.keras.Model]:
         """The discriminators with their averaged weights, corrected for the average's
         start at zero (as Adam corrects its moments); the trainer's own stay untouched."""
-        correction = 1 - (1 - AVERAGE_RATE) ** self.steps_taken
+        correction = 1 - (1 - self.average_rate) ** self.steps_taken
         averaged = []
         for d, averages in zip(self.discriminators, self.averages):
             copy = tf.keras.models.clone_model(d)
@@ -421,7 +423,7 @@ class GanTrainer:
     def _update_averages(self) -> None:
         for d, averages in zip(self.discriminators, self.averages):
             for variable, average in zip(d.trainable_variables, averages):
-                average.assign_add(AVERAGE_RATE * (variable - average))
+                average.assign_add(self.average_rate * (variable - average))
 
     def _supervised_step(self, x_lab: tf.Tensor, y_lab: tf.Tensor) -> dict:
         """One step of the supervised loss alone, for the one discriminator."""
@@ -495,8 +497,8 @@ def train_student(x_labelled: np.ndarray, y_labelled: np.ndarray, x_unlabelled: 
         "weight_norm": "every discriminator layer and the generator's output, "
                        "data-dependent initialisation (improved-GAN networks)",
         "unsupervised_real": "the unlabelled inputs; the labelled ones only if there are none",
-        "prediction": f"the discriminators' weights averaged at rate {AVERAGE_RATE:g} a step, "
-                      "corrected for the start at zero",
+        "prediction": f"the discriminators' weights averaged at rate {AVERAGED_SPANS} / "
+                      "(the phase's steps), corrected for the start at zero",
     }
     if mode == "supervised":
         choices = {key: choices[key] for key in ("mode", "epochs", "batch_size",
@@ -549,7 +551,7 @@ def _train_phase(x_labelled: np.ndarray, y_labelled: np.ndarray, x_unlabelled: n
     trainer = GanTrainer(x_labelled, y_labelled, x_unlabelled, num_classes,
                          discriminators=1 if mode in SINGLE else 2, widths=widths,
                          batch_size=batch_size, learning_rate=learning_rate, beta1=beta1,
-                         seed=seed, adversarial=mode != "supervised")
+                         seed=seed, epochs=epochs, adversarial=mode != "supervised")
     counts = np.zeros(len(x_labelled))
     for epoch in range(epochs):
         rule = _rule(mode, epoch, warmup_epochs)
