@@ -29,12 +29,13 @@ def digits():
     return x[:60], noisy, x[60:260], d.test.x[:100]
 
 
-def tiny_trainer(digits, discriminators=2, seed=0):
+def tiny_trainer(digits, discriminators=2, seed=0, adversarial=True):
     x_l, y_l, x_u, _ = digits
     seed_everything(seed)
     return ssgan.GanTrainer(x_l, y_l, x_u, 10, discriminators=discriminators,
                             widths=ssgan.WIDTHS["small"], batch_size=20,
-                            learning_rate=0.003, beta1=0.5, seed=seed, epochs=20)
+                            learning_rate=0.003, beta1=0.5, seed=seed, epochs=20,
+                            adversarial=adversarial)
 
 
 def smallest(losses, count):
@@ -260,12 +261,7 @@ def test_epochs_repeat_the_smaller_set_to_the_larger_ones_size(digits):
 
 
 def test_the_supervised_baseline_takes_as_many_steps_as_the_gan_student(digits):
-    x_l, y_l, x_u, _ = digits
-    seed_everything(0)
-    supervised = ssgan.GanTrainer(x_l, y_l, x_u, 10, discriminators=1,
-                                  widths=ssgan.WIDTHS["small"], batch_size=20,
-                                  learning_rate=0.003, beta1=0.5, seed=0, epochs=2,
-                                  adversarial=False)
+    supervised = tiny_trainer(digits, discriminators=1, adversarial=False)
     assert supervised.steps_per_epoch == tiny_trainer(digits).steps_per_epoch == 10
     assert supervised.epoch_batches()[0].shape == (10, 20)
 
@@ -273,8 +269,7 @@ def test_the_supervised_baseline_takes_as_many_steps_as_the_gan_student(digits):
 @pytest.mark.parametrize("adversarial", [True, False])
 def test_the_student_predicts_with_the_bias_corrected_average_of_its_weights(digits,
                                                                             adversarial):
-    trainer = tiny_trainer(digits, discriminators=1)
-    trainer.adversarial = adversarial
+    trainer = tiny_trainer(digits, discriminators=1, adversarial=adversarial)
     rate = trainer.average_rate
     assert rate == pytest.approx(ssgan.AVERAGED_SPANS / (20 * 10))  # 20 epochs of 10 steps
     average = [np.zeros(v.shape) for v in trainer.discriminators[0].trainable_variables]
