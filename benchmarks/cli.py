@@ -35,11 +35,20 @@ def _list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _suite(args: argparse.Namespace):
+    from benchmarks.suites import load_suite, parse_seeds
+
+    return load_suite(args.suite, None if args.seeds is None else parse_seeds(args.seeds))
+
+
+def _suite_flags(args: argparse.Namespace) -> str:
+    return f"--suite {args.suite}" + (f" --seeds {args.seeds}" if args.seeds else "")
+
+
 def _run(args: argparse.Namespace) -> int:
     from benchmarks import datasets, runner
-    from benchmarks.suites import load_suite
 
-    suite = load_suite(args.suite)
+    suite = _suite(args)
     data_dir = args.data or datasets.data_dir()
     if args.dry_run:
         states = runner.plan(suite, args.results, data_dir)
@@ -56,7 +65,7 @@ def _run(args: argparse.Namespace) -> int:
     failures = runner.run(suite, args.results, data_dir, retry_failed=args.retry_failed,
                           executor=executor_from(args))
     print(f"results in {args.results}/" + (f"; {failures} cell(s) failed, see "
-                                           f"'privboard status --suite {args.suite}'"
+                                           f"'privboard status {_suite_flags(args)}'"
                                            if failures else ""))
     return 1 if failures else 0
 
@@ -64,9 +73,8 @@ def _run(args: argparse.Namespace) -> int:
 def _status(args: argparse.Namespace) -> int:
     from benchmarks import datasets, runner
     from benchmarks.records import read_records
-    from benchmarks.suites import load_suite
 
-    suite = load_suite(args.suite)
+    suite = _suite(args)
     states = runner.plan(suite, args.results, args.data or datasets.data_dir())
     counts: dict[str, int] = {}
     for _, state in states:
@@ -78,7 +86,7 @@ def _status(args: argparse.Namespace) -> int:
         if not record.ok and record.cell_id in failed:
             print(f"failed {failed[record.cell_id].describe()}: {record.error}")
     if failed:
-        print(f"retry with: privboard run --suite {suite.name} --retry-failed")
+        print(f"retry with: privboard run {_suite_flags(args)} --retry-failed")
     return 0
 
 
@@ -145,12 +153,18 @@ def parser() -> argparse.ArgumentParser:
         cmd.add_argument("--results", type=Path, default=DEFAULT_RESULTS,
                          help="folder of run records (default: %(default)s)")
 
+    def with_seeds(cmd: argparse.ArgumentParser) -> None:
+        cmd.add_argument("--seeds", metavar="S,S,...",
+                         help="run these seeds of every configuration instead of the "
+                              "suite's own (e.g. 0,1,2)")
+
     def with_data(cmd: argparse.ArgumentParser) -> None:
         cmd.add_argument("--data", type=Path, default=None,
                          help="data folder (default: $PRIVBOARD_DATA or ~/.privboard/data)")
 
     run = sub.add_parser("run", help="run the cells of a suite that are not done yet")
     run.add_argument("--suite", required=True, help="suite name (see 'privboard list suites')")
+    with_seeds(run)
     with_results(run)
     with_data(run)
     run.add_argument("--retry-failed", action="store_true", help="run failed cells again")
@@ -163,6 +177,7 @@ def parser() -> argparse.ArgumentParser:
 
     status = sub.add_parser("status", help="done, pending and failed cells of a suite")
     status.add_argument("--suite", required=True)
+    with_seeds(status)
     with_results(status)
     with_data(status)
     status.set_defaults(func=_status)

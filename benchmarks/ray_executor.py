@@ -41,10 +41,9 @@ def train_cell(cell: Cell, data_dir: Path) -> RunRecord:
     """A cell in a Ray worker: the same run_cell as the local executor."""
     # TensorFlow's C++ start-up messages are noise here, as in the command itself.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    from benchmarks.tf_runtime import allow_memory_growth, threads_like_blas
+    from benchmarks.tf_runtime import allow_memory_growth
 
-    allow_memory_growth()  # both before the cell's first TensorFlow op
-    threads_like_blas()
+    allow_memory_growth()  # before the cell's first TensorFlow op; run_cell pins the threads
     return run_cell(cell, _worker_data.get(cell.dataset, data_dir),
                     RunContext(seed=cell.seed, data_dir=data_dir))
 

@@ -8,6 +8,7 @@ choice (this process, or Ray: benchmarks.ray_executor); what a record holds is n
 from __future__ import annotations
 
 import datetime as dt
+import os
 import subprocess
 import sys
 import time
@@ -26,6 +27,7 @@ from benchmarks.metrics import evaluate
 from benchmarks.records import Privacy, RunRecord, done_cells, write_record
 from benchmarks.registry import get_method
 from benchmarks.suites import Cell, Suite
+from benchmarks.tf_runtime import cpu_model, pin_threads
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGES = ("tensorflow", "keras", "tensorflow-privacy", "dp-accounting", "numpy",
@@ -109,6 +111,7 @@ class DatasetSlot:
 def run_cell(cell: Cell, data: Dataset, context: RunContext) -> RunRecord:
     """Train and evaluate one cell, or audit it when it is an audited twin. Errors become
     a failed record; an interrupt (Ctrl-C) propagates and writes nothing."""
+    threads = pin_threads()  # before the cell's first TensorFlow op
     context.datasets_used[data.name] = data.fingerprint
     record = new_record(cell, data.fingerprint, context)
     start = time.perf_counter()
@@ -122,7 +125,7 @@ def run_cell(cell: Cell, data: Dataset, context: RunContext) -> RunRecord:
         context.diagnose(traceback=traceback.format_exc())
     record.wall_time_s = round(time.perf_counter() - start, 3)
     record.finished_at = now()
-    record.provenance = provenance()
+    record.provenance = provenance(threads=threads)
     return record
 
 
@@ -210,8 +213,10 @@ def spent_privacy(method, cell: Cell) -> Privacy:
                    method.ctx.ledger.entries(cell.delta), details)
 
 
-def provenance(device: str | None = None) -> dict[str, Any]:
-    """Where a record comes from; the device is where Keras trained unless given."""
+def provenance(device: str | None = None, threads: int | None = None) -> dict[str, Any]:
+    """Where a record comes from: the code, the stack and the machine. The device is
+    where Keras trained unless given; ``threads``, the count TensorFlow and numpy ran on,
+    is what a re-run needs besides the record's settings to give the same bits."""
     if device is None:
         from methods.nn.models import device as training_device  # TensorFlow is loaded
 
@@ -219,7 +224,9 @@ def provenance(device: str | None = None) -> dict[str, Any]:
     return {"git_commit": _git("rev-parse", "HEAD"),
             "git_dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
             "packages": {p: package_version(p) for p in PACKAGES},
-            "python": sys.version.split()[0], "device": device}
+            "python": sys.version.split()[0], "device": device,
+            "cpu": cpu_model(), "cores": os.cpu_count(),
+            **({} if threads is None else {"threads": threads})}
 
 
 def _git(*args: str) -> str:

@@ -83,8 +83,9 @@ def suite_names() -> list[str]:
     return sorted(p.stem for p in SUITES_DIR.glob("*.toml"))
 
 
-def load_suite(name: str) -> Suite:
-    """A suite by name, or from the path of a TOML file of the same format."""
+def load_suite(name: str, seeds: list[int] | None = None) -> Suite:
+    """A suite by name, or from the path of a TOML file of the same format; ``seeds``,
+    when given, replace every block's seeds (the audited twins take the first)."""
     path = Path(name) if name.endswith(".toml") else SUITES_DIR / f"{name}.toml"
     if not path.is_file():
         if name.endswith(".toml"):
@@ -97,6 +98,8 @@ def load_suite(name: str) -> Suite:
     blocks = spec.get("block")
     if not blocks:
         raise SuiteError(f"{path}: no [[block]] tables")
+    if seeds is not None:
+        blocks = [{**block, "seeds": seeds} for block in blocks]
     cells = [cell for i, block in enumerate(blocks, 1)
              for cell in _expand(spec.get("name", path.stem), block, f"{path.name} block {i}")]
     # A cell that two blocks name (say, once more to audit it) runs and is recorded once.
@@ -162,3 +165,12 @@ def _check_settings(method: type, budget: Budget, overrides: dict[str, Any], whe
         method(budget, seed=0, **overrides)
     except ValueError as err:
         raise SuiteError(f"{where}: {method.name}: {err}") from None
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``--seeds 0,1,2``: distinct integers >= 0, in the order given."""
+    parts = [part.strip() for part in text.split(",")]
+    if not all(part.isdigit() for part in parts) or len(set(parts)) != len(parts):
+        raise SuiteError(f"--seeds takes distinct integers >= 0 separated by commas, "
+                         f"got {text!r}")
+    return [int(part) for part in parts]

@@ -5,6 +5,7 @@ first op in the process, and finding them already set is fine."""
 from __future__ import annotations
 
 import os
+import platform
 
 
 def gpus() -> list[str]:
@@ -43,15 +44,44 @@ def allow_memory_growth() -> None:
             tf.config.experimental.set_memory_growth(gpu, True)
 
 
-def threads_like_blas() -> None:
-    """Run TensorFlow's ops on as many threads as numpy's BLAS: OMP_NUM_THREADS, which
-    Ray sets to the CPUs it reserved for a task. Without it TensorFlow would take every
-    core of the node in each task."""
+def cpu_threads() -> int:
+    """The threads a run computes on: OMP_NUM_THREADS (which Ray sets to the CPUs it
+    reserved for a task, and which numpy's BLAS reads when it loads), else every core this
+    process may use."""
+    first = os.environ.get("OMP_NUM_THREADS", "").split(",")[0]  # "4,2": nested levels
+    return int(first) if first.isdigit() and int(first) > 0 else len(os.sched_getaffinity(0))
+
+
+def pin_threads() -> int:
+    """Run TensorFlow's ops on cpu_threads() threads and return the count they run on.
+    Results depend on it bit for bit (a reduction split over two threads adds in
+    another order), so every record keeps it and a re-run uses it again. Where
+    TensorFlow already ran ops in this process, its count stays as it was."""
     import tensorflow as tf
 
-    first = os.environ.get("OMP_NUM_THREADS", "").split(",")[0]  # "4,2": nested levels
-    count = int(first) if first.isdigit() else 0
-    threading = tf.config.threading
-    if count > 0 and threading.get_intra_op_parallelism_threads() != count:
-        threading.set_intra_op_parallelism_threads(count)
-        threading.set_inter_op_parallelism_threads(count)
+    count, threading = cpu_threads(), tf.config.threading
+    if threading.get_intra_op_parallelism_threads() != count:
+        try:
+            threading.set_intra_op_parallelism_threads(count)
+            threading.set_inter_op_parallelism_threads(count)
+        except RuntimeError:  # the runtime is initialised: the count can no longer change
+            pass
+    return threads()
+
+
+def threads() -> int:
+    """The threads TensorFlow's ops run on in this process (its default: every core)."""
+    import tensorflow as tf
+
+    return tf.config.threading.get_intra_op_parallelism_threads() or len(os.sched_getaffinity(0))
+
+
+def cpu_model() -> str:
+    """The processor's model name as the kernel reports it."""
+    try:
+        for line in open("/proc/cpuinfo", encoding="utf-8"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()

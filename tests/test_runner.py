@@ -224,3 +224,33 @@ def test_an_audited_twin_reports_the_privacy_of_the_run_it_audited(tmp_path):
     twin = next(r for r in read_records(results) if r.kind == "audit")
     assert twin.ok, twin.error
     assert twin.privacy.details["stages"] == 1 and len(twin.privacy.details["stage_k_bar"]) == 1
+
+
+def test_seeds_replace_every_blocks_seeds_and_audited_twins_take_the_first(tmp_path):
+    path = tmp_path / "audited.toml"
+    path.write_text(AUDITED)
+    cells = load_suite(str(path), seeds=[2, 5, 7]).cells
+    assert [(c.seed, c.audit) for c in cells] == [(2, False), (5, False), (7, False), (2, True)]
+    # Seeds never enter the configuration: every seed is the same configuration.
+    assert len({c.config_id for c in cells}) == 1
+    assert {c.cell_id for c in load_suite(str(path)).cells} < {c.cell_id for c in load_suite(
+        str(path), seeds=[0, 1, 2]).cells}
+
+
+@pytest.mark.parametrize("seeds", ["0,a", "1,1", "-1", ""])
+def test_bad_seeds_are_one_line_and_exit_2(tmp_path, capsys, seeds):
+    assert main(["status", "--suite", "smoke", "--seeds", seeds,
+                 "--results", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_records_say_how_many_threads_trained_them(tmp_path):
+    """Results depend on the thread count bit for bit, so a re-run needs it."""
+    results = tmp_path / "results"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    subprocess.run([sys.executable, "-m", "benchmarks.cli", "run", "--suite",
+                    write_suite(tmp_path), "--results", str(results)], env=env, check=True,
+                   capture_output=True)
+    provenance = [r.provenance for r in read_records(results)]
+    assert {p["threads"] for p in provenance} == {1}
+    assert all(p["cpu"] and p["cores"] >= 1 for p in provenance)
