@@ -90,6 +90,26 @@ def _status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _archive(args: argparse.Namespace) -> int:
+    from benchmarks import archive, catalogue
+
+    if args.suite:
+        suite = _suite(args)
+        added, kept = archive.add(suite, args.results, f"privboard run {_suite_flags(args)}",
+                                  args.archive)
+        print(f"archived {added} record(s) of suite {suite.name} from {args.results}/ "
+              f"into {args.archive / suite.name}/ ({kept} were archived already)")
+    path = catalogue.write(args.archive)
+    print(f"catalogue written to {path}")
+    return 0
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from benchmarks import verify
+
+    return verify.run(args)
+
+
 def _report(args: argparse.Namespace) -> int:
     import reports
 
@@ -181,6 +201,39 @@ def parser() -> argparse.ArgumentParser:
     with_results(status)
     with_data(status)
     status.set_defaults(func=_status)
+
+    from benchmarks.archive import ARCHIVE
+
+    archive = sub.add_parser(
+        "archive", help="commit-ready copies of a suite's finished records, and the catalogue",
+        description="Copy the public part of the finished records of a suite's cells from "
+                    "a results folder into the archive (reports/archive/SUITE/), list each "
+                    "in the suite's manifest with its commit, machine and digest, and write "
+                    "the archive's catalogue. Records already archived are kept as they are.")
+    archive.add_argument("--suite", help="the suite whose records to archive (without it, "
+                                         "only the catalogue is written)")
+    with_seeds(archive)
+    with_results(archive)
+    archive.add_argument("--archive", type=Path, default=ARCHIVE, metavar="DIR",
+                         help="the archive folder (default: the repository's)")
+    archive.set_defaults(func=_archive)
+
+    verify = sub.add_parser(
+        "verify", help="re-run a recorded cell from its record alone and compare",
+        description="Train a recorded cell again from its record (method and version, "
+                    "dataset fingerprint, budget, hyperparameters, seed and thread count) "
+                    "and compare every public metric: 'identical', or 'different' with each "
+                    "difference and its probable cause. Writes a verification record to the "
+                    "results folder. Exit code 0 when identical, 1 when different.")
+    verify.add_argument("cell", metavar="CELL_ID",
+                        help="the cell identity (cell_id) of an archived or local record")
+    with_results(verify)
+    with_data(verify)
+    verify.add_argument("--archive", type=Path, default=ARCHIVE, metavar="DIR",
+                        help="the archive folder (default: the repository's)")
+    verify.add_argument("--no-archive", action="store_true",
+                        help="look for the cell in the results folder only")
+    verify.set_defaults(func=_verify)
 
     report = sub.add_parser("report", help="build the HTML leaderboard from run records")
     from reports import add_arguments as add_report_arguments

@@ -72,9 +72,17 @@ class RayExecutor:
         self._remote = self._ray_task()
 
     def _ray_task(self) -> Any:
+        # Each cell's worker starts with the threads of the CPUs reserved for it and the
+        # driver's oneDNN setting: results depend on both bit for bit, and both are fixed
+        # when TensorFlow loads. A runtime environment of its own keeps Ray from reusing a
+        # worker started for other resources (Ray's own OMP_NUM_THREADS is the first
+        # task's) and gives every node of a cluster the same setting.
+        env = {"OMP_NUM_THREADS": str(max(1, int(self.cpus_per_cell))),
+               "TF_ENABLE_ONEDNN_OPTS": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "1")}
         try:
             return _ray().remote(num_cpus=self.cpus_per_cell, num_gpus=self.gpus_per_cell,
-                                 max_retries=self.max_retries)(self.task)
+                                 max_retries=self.max_retries,
+                                 runtime_env={"env_vars": env})(self.task)
         except ValueError as err:  # Ray's own checks, such as at most 4 decimals
             raise InputError(f"Ray refuses the resources: {one_line(err)}") from None
 
@@ -148,7 +156,7 @@ def lost_cell(cell: Cell, error: str) -> RunRecord:
                         RunContext(seed=cell.seed))
     record.error = error
     record.finished_at = now()
-    record.provenance = provenance(device="unknown: the worker died")
+    record.provenance = provenance({}, device="unknown: the worker died")
     return record
 
 

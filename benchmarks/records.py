@@ -28,7 +28,9 @@ from benchmarks.privacy import PrivacyNotion
 
 SCHEMA = 2
 STATUSES = ("ok", "failed")
-KINDS = ("run", "audit")
+KINDS = ("run", "audit", "verification")
+# Files a results folder holds beside the records.
+CATALOGUE = "catalogue.json"
 
 
 class RecordError(PrivboardError):
@@ -62,6 +64,20 @@ def cell_identity(config_id: str, seed: int, audit: bool = False) -> str:
     of its own, linked to its configuration by config_id."""
     identity = {"config_id": config_id, "seed": int(seed)}
     return _hash({**identity, "audit": True} if audit else identity)
+
+
+def describe_cell(dataset: str, method: str, epsilon: float, delta: float, seed: int,
+                  audit: bool = False) -> str:
+    """A cell in words, for progress bars and messages."""
+    eps = "inf" if math.isinf(epsilon) else f"{epsilon:g}"
+    delta_text = f" delta={delta:g}" if delta else ""
+    return f"{dataset} {method} eps={eps}{delta_text} seed={seed}" + (" (audit)" if audit else "")
+
+
+def verification_identity(verified_cell: str, started_at: str) -> str:
+    """A re-run of a recorded cell (privboard verify) is a record of its own, one per
+    re-run: the cell it re-ran and when."""
+    return _hash({"verifies": verified_cell, "started_at": started_at})
 
 
 @dataclasses.dataclass
@@ -118,11 +134,13 @@ class RunRecord:
     finished_at: str = ""
     provenance: dict[str, Any] = dataclasses.field(default_factory=dict)
     error: str = ""  # failed records: one line
-    # "run", or "audit" for a configuration's audited twin (trained with canaries), whose
-    # result (benchmarks.audit.training.TrainingAudit.as_dict) is ``audit``. Audits never
-    # count towards the accuracy columns.
+    # "run"; "audit" for a configuration's audited twin (trained with canaries), whose
+    # result (benchmarks.audit.training.TrainingAudit.as_dict) is ``audit``; or
+    # "verification" for a re-run of a recorded cell, whose verdict is ``verification``
+    # (benchmarks.verify). Neither counts towards the accuracy columns.
     kind: str = "run"
     audit: dict[str, Any] = dataclasses.field(default_factory=dict)
+    verification: dict[str, Any] = dataclasses.field(default_factory=dict)
     diagnostics: dict[str, Any] = dataclasses.field(default_factory=dict)  # PRIVATE
     path: Path | None = None  # where it was read from; not stored
 
@@ -133,6 +151,28 @@ class RunRecord:
     @property
     def is_audit(self) -> bool:
         return self.kind == "audit"
+
+    @property
+    def is_verification(self) -> bool:
+        return self.kind == "verification"
+
+    def describe(self) -> str:
+        return describe_cell(self.dataset, self.method, self.epsilon, self.delta, self.seed,
+                             self.is_audit or bool(self.verification.get("audit")))
+
+    @property
+    def expected_config_id(self) -> str:
+        """The configuration identity this record's contents hash to."""
+        return config_identity(self.method, self.method_version, self.dataset,
+                               self.dataset_fingerprint, self.epsilon, self.delta,
+                               self.hparams)
+
+    @property
+    def expected_cell_id(self) -> str:
+        """The cell identity this record's contents hash to."""
+        if self.is_verification:
+            return verification_identity(self.verification.get("cell_id", ""), self.started_at)
+        return cell_identity(self.expected_config_id, self.seed, self.is_audit)
 
     def public_dict(self) -> dict[str, Any]:
         """The record as published: everything but the private diagnostics."""
@@ -148,6 +188,7 @@ class RunRecord:
             "started_at": self.started_at, "finished_at": self.finished_at,
             "provenance": self.provenance, **({"error": self.error} if self.error else {}),
             "kind": self.kind, **({"audit": self.audit} if self.audit else {}),
+            **({"verification": self.verification} if self.verification else {}),
         }
 
     def stored_dict(self) -> dict[str, Any]:
@@ -178,19 +219,27 @@ class RunRecord:
         metrics = data.get("metrics") or {}
         kind = data.get("kind", "run")
         if kind not in KINDS:
-            raise RecordError(f"{where}: kind {kind!r} is neither 'run' nor 'audit'")
+            raise RecordError(f"{where}: kind {kind!r} is not one of {', '.join(KINDS)}")
         if data["status"] == "ok":
             if privacy.epsilon is None:
                 raise RecordError(f"{where}: an ok record needs privacy.epsilon")
+            # The relative slack is for float rounding only, as in Budget.covers.
+            if privacy.epsilon > epsilon * (1 + 1e-12) or (privacy.delta or 0.0) > delta:
+                raise RecordError(f"{where}: its ledger composes to epsilon "
+                                  f"{privacy.epsilon:.6g}, delta {privacy.delta:g}, beyond "
+                                  f"its budget (epsilon {epsilon:g}, delta {delta:g})")
             for name, value in metrics.items():
                 if isinstance(value, bool) or not isinstance(value, (int, float)):
                     raise RecordError(f"{where}: metrics.{name} is {value!r}, not a number")
             if kind == "audit" and not data.get("audit"):
                 raise RecordError(f"{where}: an ok audit record needs its audit result")
-            if kind == "run" and not any(name in METRICS for name in metrics):
+            if kind == "verification" and not data.get("verification"):
+                raise RecordError(f"{where}: an ok verification record needs its verdict")
+            audited = kind == "audit" or (data.get("verification") or {}).get("audit")
+            if not audited and not any(name in METRICS for name in metrics):
                 raise RecordError(f"{where}: an ok record needs one of the metrics "
                                   f"{sorted(METRICS)}")
-        return cls(
+        record = cls(
             cell_id=str(data["cell_id"]), config_id=str(data["config_id"]),
             suite=str(data["suite"]), status=data["status"], method=str(data["method"]),
             method_version=int(data.get("method_version", 1)), dataset=str(data["dataset"]),
@@ -205,7 +254,26 @@ class RunRecord:
             finished_at=str(data.get("finished_at", "")),
             provenance=dict(data.get("provenance") or {}), error=str(data.get("error", "")),
             kind=kind, audit=dict(data.get("audit") or {}),
+            verification=dict(data.get("verification") or {}),
             diagnostics=dict(data.get("diagnostics") or {}), path=path)
+        record.check_identity(where)
+        return record
+
+    def check_identity(self, where: str = "record") -> None:
+        """RecordError unless the record's identities are what its contents hash to: a
+        record cannot claim another cell, nor keep its cell after its settings changed."""
+        config = self.expected_config_id
+        if self.config_id != config:
+            raise RecordError(f"{where}: claims configuration {self.config_id}, but its "
+                              f"method, version, dataset, fingerprint, budget and "
+                              f"hyperparameters hash to {config}")
+        if self.is_verification and self.verification.get("cell_id") != cell_identity(
+                config, self.seed, bool(self.verification.get("audit"))):
+            raise RecordError(f"{where}: verifies cell {self.verification.get('cell_id')!r}, "
+                              f"which is not its configuration's seed {self.seed}")
+        if self.cell_id != self.expected_cell_id:
+            raise RecordError(f"{where}: claims cell {self.cell_id}, but its contents hash "
+                              f"to {self.expected_cell_id}")
 
 
 def record_path(results: Path, cell_id: str, status: str) -> Path:
@@ -227,7 +295,8 @@ def write_record(results: Path, record: RunRecord) -> Path:
 def _record_files(results: Path) -> Iterator[Path]:
     if results.is_dir():
         # Temp files of interrupted writes start with ".tmp-" and are never records.
-        yield from (p for p in sorted(results.glob("*.json")) if not p.name.startswith("."))
+        yield from (p for p in sorted(results.glob("*.json"))
+                    if not p.name.startswith(".") and p.name != CATALOGUE)
 
 
 def read_records(results: Path) -> Iterator[RunRecord]:

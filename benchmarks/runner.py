@@ -20,14 +20,14 @@ from typing import Any, Callable, Iterator
 import numpy as np
 from tqdm import tqdm
 
-from benchmarks import datasets
+from benchmarks import catalogue, datasets
 from benchmarks.context import RunContext
 from benchmarks.contract import Dataset, Split
 from benchmarks.metrics import evaluate
 from benchmarks.records import Privacy, RunRecord, done_cells, write_record
 from benchmarks.registry import get_method
 from benchmarks.suites import Cell, Suite
-from benchmarks.tf_runtime import cpu_model, pin_threads
+from benchmarks.tf_runtime import cpu_model, numerics, pin_threads
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGES = ("tensorflow", "keras", "tensorflow-privacy", "dp-accounting", "numpy",
@@ -65,6 +65,7 @@ def run(suite: Suite, results: Path, data_dir: Path, retry_failed: bool = False,
     executor. Returns the number of cells that failed in this run."""
     states = plan(suite, results, data_dir)
     todo = [c for c, s in states if s == "pending" or (retry_failed and s == "failed")]
+    catalogue.write(results, [suite])  # what the site needs beside the records
     for dataset in sorted({c.dataset for c, s in states if s.startswith("unavailable")}):
         echo(f"skipping {dataset}: {datasets.get_spec(dataset).missing(data_dir)}")
     done = sum(s == "done" for _, s in states)
@@ -111,7 +112,7 @@ class DatasetSlot:
 def run_cell(cell: Cell, data: Dataset, context: RunContext) -> RunRecord:
     """Train and evaluate one cell, or audit it when it is an audited twin. Errors become
     a failed record; an interrupt (Ctrl-C) propagates and writes nothing."""
-    threads = pin_threads()  # before the cell's first TensorFlow op
+    pin_threads()  # before the cell's first TensorFlow op
     context.datasets_used[data.name] = data.fingerprint
     record = new_record(cell, data.fingerprint, context)
     start = time.perf_counter()
@@ -125,7 +126,7 @@ def run_cell(cell: Cell, data: Dataset, context: RunContext) -> RunRecord:
         context.diagnose(traceback=traceback.format_exc())
     record.wall_time_s = round(time.perf_counter() - start, 3)
     record.finished_at = now()
-    record.provenance = provenance(threads=threads)
+    record.provenance = provenance(numerics())
     return record
 
 
@@ -213,10 +214,11 @@ def spent_privacy(method, cell: Cell) -> Privacy:
                    method.ctx.ledger.entries(cell.delta), details)
 
 
-def provenance(device: str | None = None, threads: int | None = None) -> dict[str, Any]:
+def provenance(numerics: dict[str, Any], device: str | None = None) -> dict[str, Any]:
     """Where a record comes from: the code, the stack and the machine. The device is
-    where Keras trained unless given; ``threads``, the count TensorFlow and numpy ran on,
-    is what a re-run needs besides the record's settings to give the same bits."""
+    where Keras trained unless given; ``numerics`` (tf_runtime.numerics: the thread count
+    and oneDNN) is what a re-run needs besides the record's settings to give the same
+    bits."""
     if device is None:
         from methods.nn.models import device as training_device  # TensorFlow is loaded
 
@@ -225,8 +227,7 @@ def provenance(device: str | None = None, threads: int | None = None) -> dict[st
             "git_dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
             "packages": {p: package_version(p) for p in PACKAGES},
             "python": sys.version.split()[0], "device": device,
-            "cpu": cpu_model(), "cores": os.cpu_count(),
-            **({} if threads is None else {"threads": threads})}
+            "cpu": cpu_model(), "cores": os.cpu_count(), **numerics}
 
 
 def _git(*args: str) -> str:

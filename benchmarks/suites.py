@@ -19,7 +19,6 @@ Everything is validated when the suite is loaded, before anything runs.
 from __future__ import annotations
 
 import dataclasses
-import math
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,7 @@ from typing import Any
 from benchmarks import datasets
 from benchmarks.contract import Budget
 from benchmarks.errors import PrivboardError
-from benchmarks.records import cell_identity, config_identity
+from benchmarks.records import cell_identity, config_identity, describe_cell
 from benchmarks.registry import get_method, unknown
 
 SUITES_DIR = Path(__file__).parent / "suites"
@@ -66,10 +65,8 @@ class Cell:
         return cell_identity(self.config_id, self.seed, self.audit)
 
     def describe(self) -> str:
-        eps = "inf" if math.isinf(self.epsilon) else f"{self.epsilon:g}"
-        delta = f" delta={self.delta:g}" if self.delta else ""
-        audit = " (audit)" if self.audit else ""
-        return f"{self.dataset} {self.method} eps={eps}{delta} seed={self.seed}{audit}"
+        return describe_cell(self.dataset, self.method, self.epsilon, self.delta, self.seed,
+                             self.audit)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -76,6 +76,20 @@ def threads() -> int:
     return tf.config.threading.get_intra_op_parallelism_threads() or len(os.sched_getaffinity(0))
 
 
+def onednn() -> bool:
+    """Whether TensorFlow runs oneDNN's kernels in this process (TF_ENABLE_ONEDNN_OPTS,
+    read when TensorFlow loads)."""
+    from tensorflow.python.util import _pywrap_util_port
+
+    return bool(_pywrap_util_port.IsMklEnabled())
+
+
+def numerics() -> dict[str, object]:
+    """What a trained model depends on bit for bit besides its code, seed and data: the
+    thread count and oneDNN. Part of every record and of every trained cache's key."""
+    return {"threads": threads(), "onednn": onednn()}
+
+
 def cpu_model() -> str:
     """The processor's model name as the kernel reports it."""
     try:

@@ -38,7 +38,7 @@ from typing import Any, Callable, ClassVar
 import numpy as np
 
 from benchmarks.atomic import atomic_write
-from benchmarks.tf_runtime import threads
+from benchmarks.tf_runtime import numerics
 from benchmarks.contract import Budget, Method, Split
 from benchmarks.errors import InputError
 from benchmarks.privacy import (Accountant, Kind, Neighbours, PrivacyNotion, Protects,
@@ -189,9 +189,9 @@ class Pate(Method):
         digest = hashlib.sha256()
         for array in (train.x, train.y):
             digest.update(np.ascontiguousarray(array).data)
-        # The thread count too: the trained weights depend on it bit for bit.
+        # The thread count and oneDNN too: the trained weights depend on them bit for bit.
         digest.update(json.dumps({**settings, "version": TEACHERS_VERSION,
-                                  "threads": threads()}, sort_keys=True).encode())
+                                  **numerics()}, sort_keys=True).encode())
         root = self.ctx.data_dir or datasets.data_dir()
         return Path(root) / "cache" / "pate-teachers" / f"{digest.hexdigest()[:32]}.npz"
 

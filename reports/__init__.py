@@ -1,8 +1,11 @@
 """The leaderboard site, rebuilt from the run records and the published baselines: a
 static folder (no server, no CDN) that works from the file system or any static host.
 
-Imports neither TensorFlow nor any module that does, so a report builds in seconds on a
-machine without it.
+The records are the archive's (our committed results, benchmarks.archive) and a local
+results folder's. Everything else a page says comes from the catalogues written beside
+them (benchmarks.catalogue) and from ``baselines/``: a report reads neither the method
+registry nor the data folder, and imports neither TensorFlow nor any module that does,
+so it builds in seconds on a machine that has neither.
 """
 from __future__ import annotations
 
@@ -14,46 +17,53 @@ import tempfile
 from pathlib import Path
 
 from baselines import load_claims, load_dataset_notes, load_published
+from benchmarks import archive as archive_store
+from benchmarks import catalogue as catalogues
 from benchmarks.errors import PrivboardError
 from reports.audits import attach_audits
 from reports.claims import check_claims
 from reports.load import ReportError, load_records
 from reports.rows import compute_rows, metric_by_dataset
+from reports.verifications import attach_verifications
 
-__all__ = ["ReportError", "add_arguments", "build", "current_configurations", "main", "run"]
-
-
-def current_configurations(extra_suites: list[str] = ()) -> set[str]:
-    """The configuration identities of every cell of the built-in suites (and of the
-    given suite files): a record of any other configuration is superseded."""
-    from benchmarks.suites import load_suite, suite_names
-
-    return {cell.config_id for name in [*suite_names(), *extra_suites]
-            for cell in load_suite(name).cells}
+__all__ = ["ReportError", "add_arguments", "build", "main", "run"]
+DEFAULT_RESULTS = Path("results")
 
 
-def build(results: Path, out: Path, tolerance: float = 1.0,
-          current_configs: set[str] | None = None, show_superseded: bool = False) -> Path:
-    """Build the site into ``out`` and return the path of its index.html.
+def build(results: Path | None, out: Path, tolerance: float = 1.0,
+          current_configs: set[str] | None = None, show_superseded: bool = False,
+          archive: Path | None = None) -> Path:
+    """Build the site into ``out`` from the records of ``archive`` and ``results``
+    (either may be None) and return the path of its index.html.
 
-    Records whose configuration is not in ``current_configs`` are superseded: left out
-    of every table, plot and claim unless ``show_superseded``, and counted in a notice.
-    ``current_configs=None`` treats every record as current.
+    Records whose configuration is not current are superseded: left out of every table,
+    plot and claim unless ``show_superseded``, and counted in a notice. The current
+    configurations are ``current_configs``, else those of the catalogues beside the
+    records; with neither, every record is current.
 
     The site is written to a temporary folder next to ``out`` and swapped in at the
     end, so a failure leaves the previous site (or nothing) and never a half-written one.
     """
-    results, out = Path(results), Path(out)
+    out = Path(out)
     if tolerance < 0:
         raise ReportError(f"tolerance must be >= 0, got {tolerance}")
     published = load_published()
     claims = load_claims()
     notes = load_dataset_notes()
-    records = load_records(results, metric_by_dataset(published), current_configs)
+    archived = archive_store.load(archive) if archive is not None else []
+    catalogue = catalogues.merged(catalogues.read(folder) for folder in (archive, results)
+                                  if folder is not None and folder.is_dir())
+    if current_configs is None and catalogue["configurations"]:
+        current_configs = set(catalogue["configurations"])
+    defaults_of = {name: facts["defaults"] for name, facts in catalogue["methods"].items()}
+    records = load_records(results, metric_by_dataset(published), current_configs,
+                           archived, defaults_of)
     superseded = records[records["superseded"]]
     shown = records if show_superseded else records[~records["superseded"]]
-    runs, audits = shown[~shown["audit"]], shown[shown["audit"]]
-    rows = attach_audits(compute_rows(runs, published, tolerance), audits, runs)
+    runs = shown[shown["kind"] == "run"]
+    rows = compute_rows(runs, published, tolerance)
+    rows = attach_audits(rows, shown[shown["kind"] == "audit"], runs)
+    rows = attach_verifications(rows, shown[shown["kind"] == "verification"])
     checked = check_claims(claims, runs)
     notice = {"records": len(superseded), "configurations": superseded["config_id"].nunique(),
               "shown": show_superseded}
@@ -64,7 +74,8 @@ def build(results: Path, out: Path, tolerance: float = 1.0,
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.building-"))
     try:
-        write_site(staging, rows, shown, published, checked, notes, tolerance, results, notice)
+        write_site(staging, rows, shown, published, checked, notes, tolerance,
+                   _sources(archive, results), notice, catalogue)
         _swap_in(staging, out)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
@@ -83,25 +94,41 @@ def _swap_in(staging: Path, out: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
+def _sources(archive: Path | None, results: Path | None) -> list[str]:
+    """Where the site's records came from, as its index says."""
+    return ([f"the archive ({archive})"] if archive is not None else []) + (
+        [f"this machine's results ({results})"] if results is not None else [])
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--results", type=Path, default=Path("results"), metavar="DIR",
-                        help="folder of run records (default: %(default)s)")
+    parser.add_argument("--results", type=Path, default=None, metavar="DIR",
+                        help=f"folder of run records of this machine (default: "
+                             f"{DEFAULT_RESULTS}, when it exists)")
+    parser.add_argument("--archive", type=Path, default=archive_store.ARCHIVE,
+                        metavar="DIR", help="the archive of committed records (default: "
+                                            "the repository's reports/archive)")
+    parser.add_argument("--no-archive", action="store_true",
+                        help="leave the archive out: the local records alone")
     parser.add_argument("--out", type=Path, default=Path("reports/site"), metavar="DIR",
                         help="where the site goes; replaced whole (default: %(default)s)")
     parser.add_argument("--tolerance", type=float, default=1.0,
                         help="mark differences from the paper beyond this many accuracy "
                              "points (RMSE: a hundredth of it) (default: %(default)s)")
-    parser.add_argument("--suite", action="append", default=[], metavar="FILE.toml",
-                        help="a suite file of your own whose configurations count as "
-                             "current (repeatable; the built-in suites always do)")
     parser.add_argument("--show-superseded", action="store_true",
                         help="also show records whose configuration is in no current "
                              "suite (flagged as superseded)")
 
 
 def run(args: argparse.Namespace) -> int:
-    index = build(args.results, args.out, args.tolerance,
-                  current_configurations(args.suite), args.show_superseded)
+    results = args.results
+    if results is None and DEFAULT_RESULTS.is_dir():
+        results = DEFAULT_RESULTS
+    archive = None if args.no_archive else args.archive
+    if archive is None and results is None:
+        raise ReportError(f"no records to report: no archive and no {DEFAULT_RESULTS}/ "
+                          f"folder (give --results DIR)")
+    index = build(results, args.out, args.tolerance, show_superseded=args.show_superseded,
+                  archive=archive)
     print(f"leaderboard written to {index}")
     return 0
 

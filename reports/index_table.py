@@ -72,7 +72,15 @@ def ours_of(row) -> dict | None:
         return None
     return {"cell": row.cell, "page": slug(row.cell), "n": row.n, "failed": row.failed,
             "mean": None if row.n == 0 else row.mean,
-            "std": None if pd.isna(row.std) else row.std, "superseded": bool(row.superseded)}
+            "std": None if pd.isna(row.std) else row.std, "superseded": bool(row.superseded),
+            "source": row.source, "verified": verified_of(row)}
+
+
+def verified_of(row) -> dict | None:
+    """The latest re-run of a row's configuration (reports.verifications), or None."""
+    if pd.isna(row.verified_on):
+        return None
+    return {"on": row.verified_on, "verdict": row.verified_verdict}
 
 
 def paper_of(row) -> dict | None:

@@ -1,6 +1,8 @@
 """Reads the run records into one flat table, refusing a malformed record with one line.
 
-Each row carries its configuration identity; a record whose configuration is in no
+The records are those of the archive (our committed results) and of a local results
+folder. A cell recorded in both counts once: the archived record, marked as found in
+both. Each row carries its configuration identity; a record whose configuration is in no
 current suite is marked superseded (its settings or method version have changed since).
 """
 from __future__ import annotations
@@ -14,7 +16,6 @@ import pandas as pd
 from benchmarks.errors import PrivboardError
 from benchmarks.metrics import DEFAULT_METRIC
 from benchmarks.records import RecordError, RunRecord, read_records
-from benchmarks.registry import all_methods
 from reports.presentation import MODEL_NAMES
 
 NOTION_FIELDS = ("protects", "neighbours", "kind", "accountant")
@@ -22,22 +23,32 @@ NOTION_FIELDS = ("protects", "neighbours", "kind", "accountant")
 MODEL_HPARAMS = ("model", "teacher_model")
 RECORD_COLUMNS = ("path", "status", "suite", "dataset", "method", "variant", "model",
                   "config_id", "seed", "epsilon", "delta", "spent_epsilon", "metric", "value",
-                  *NOTION_FIELDS, "superseded", "audit", "wall_time_s", "record")
+                  *NOTION_FIELDS, "superseded", "audit", "kind", "source", "wall_time_s",
+                  "record")
+# Where a record was found.
+ARCHIVED, LOCAL, BOTH = "archived", "this machine", "both"
 
 
 class ReportError(PrivboardError):
     """Bad input to the leaderboard (missing results, malformed record); one line."""
 
 
-def load_records(results: Path, metric_of: Mapping[str, str],
-                 current_configs: set[str] | None = None) -> pd.DataFrame:
-    """One row per record; ``value`` is the dataset's headline metric (NaN if failed).
-    With ``current_configs``, records of any other configuration are superseded."""
-    if not results.exists():
-        raise ReportError(f"results directory {results} does not exist")
-    if not results.is_dir():
-        raise ReportError(f"results path {results} is not a directory")
-    rows = [_flatten(record, metric_of, current_configs) for record in _whole_records(results)]
+def load_records(results: Path | None, metric_of: Mapping[str, str],
+                 current_configs: set[str] | None = None,
+                 archived: list[RunRecord] = (),
+                 defaults_of: Mapping[str, dict] | None = None) -> pd.DataFrame:
+    """One row per record of the archive (``archived``) and of ``results`` (if not
+    None); ``value`` is the dataset's headline metric (NaN if failed or not a run).
+    With ``current_configs``, records of any other configuration are superseded.
+    ``defaults_of`` (the catalogue's method defaults) names the model of a record whose
+    settings left it at the method's default."""
+    local = list(_whole_records(results)) if results is not None else []
+    here = {record.cell_id for record in local}
+    kept = {record.cell_id for record in archived}
+    found = [(record, BOTH if record.cell_id in here else ARCHIVED) for record in archived]
+    found += [(record, LOCAL) for record in local if record.cell_id not in kept]
+    rows = [_flatten(record, metric_of, current_configs, defaults_of or {}, source)
+            for record, source in found]
     records = pd.DataFrame(rows, columns=list(RECORD_COLUMNS))
     return records.astype({"epsilon": float, "delta": float, "spent_epsilon": float,
                            "value": float, "superseded": bool, "audit": bool,
@@ -45,6 +56,10 @@ def load_records(results: Path, metric_of: Mapping[str, str],
 
 
 def _whole_records(results: Path) -> Iterator[RunRecord]:
+    if not results.exists():
+        raise ReportError(f"results directory {results} does not exist")
+    if not results.is_dir():
+        raise ReportError(f"results path {results} is not a directory")
     try:
         yield from read_records(results)
     except RecordError as error:
@@ -52,10 +67,11 @@ def _whole_records(results: Path) -> Iterator[RunRecord]:
 
 
 def _flatten(record: RunRecord, metric_of: Mapping[str, str],
-             current_configs: set[str] | None) -> dict:
+             current_configs: set[str] | None, defaults_of: Mapping[str, dict],
+             source: str) -> dict:
     metric = metric_of.get(record.dataset, DEFAULT_METRIC)
     value = math.nan
-    if record.ok and not record.is_audit:  # an audited twin has no accuracy of its own
+    if record.ok and record.kind == "run":  # audits and re-runs count elsewhere
         if metric not in record.metrics:
             raise ReportError(f"record {record.path}: metrics.{metric} is missing, and it is "
                               f"the headline metric of {record.dataset}")
@@ -64,17 +80,18 @@ def _flatten(record: RunRecord, metric_of: Mapping[str, str],
     spent = record.privacy.epsilon
     return {"path": str(record.path), "status": record.status, "suite": record.suite,
             "dataset": record.dataset, "method": record.method, "variant": record.variant,
-            "model": model_name(record), "config_id": record.config_id, "seed": record.seed,
-            "epsilon": record.epsilon, "delta": record.delta, "spent_epsilon": math.nan if spent is None else spent,
+            "model": model_name(record, defaults_of), "config_id": record.config_id,
+            "seed": record.seed, "epsilon": record.epsilon, "delta": record.delta,
+            "spent_epsilon": math.nan if spent is None else spent,
             "metric": metric, "value": value, **{f: notion[f] for f in NOTION_FIELDS},
             "superseded": current_configs is not None and record.config_id not in current_configs,
-            "audit": record.is_audit, "wall_time_s": record.wall_time_s, "record": record}
+            "audit": record.is_audit, "kind": record.kind, "source": source,
+            "wall_time_s": record.wall_time_s, "record": record}
 
 
-def model_name(record: RunRecord) -> str:
+def model_name(record: RunRecord, defaults_of: Mapping[str, dict]) -> str:
     """The network a record trained, by its site name; "" for a method without one. A
-    record keeps only the settings its suite gave, so the method's defaults fill in."""
-    method = all_methods().get(record.method)
-    hparams = {**(method.defaults if method else {}), **record.hparams}
+    record keeps the settings it ran with; a method's catalogued defaults fill in."""
+    hparams = {**defaults_of.get(record.method, {}), **record.hparams}
     model = next((hparams[key] for key in MODEL_HPARAMS if key in hparams), "")
     return MODEL_NAMES.get(model, model)

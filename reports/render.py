@@ -20,6 +20,7 @@ from reports.catalogue import dataset_facts, method_facts
 from reports.configurations import configurations
 from reports.exports import write_exports
 from reports.index_table import EPSILON_COLUMNS, dataset_tables, notion_filter
+from reports.suite_tables import suite_tables
 from reports.load import NOTION_FIELDS
 from reports.label_noise import label_noise_points, plot_label_noise
 from reports.plots import plot_dataset
@@ -43,7 +44,8 @@ _env.filters["sortkey"] = sort_key
 
 def write_site(site: Path, rows: pd.DataFrame, records: pd.DataFrame,
                published: pd.DataFrame, claims: list[dict], notes: dict[str, str],
-               tolerance: float, results: Path, notice: dict) -> None:
+               tolerance: float, sources: list[str], notice: dict,
+               catalogue: dict) -> None:
     for folder in ("cells", "methods", "datasets", "records", "plots"):
         (site / folder).mkdir(parents=True)
     shutil.copytree(STATIC, site / "assets")
@@ -53,12 +55,13 @@ def write_site(site: Path, rows: pd.DataFrame, records: pd.DataFrame,
             json.dumps(record.public_dict(), indent=1, sort_keys=True))
     for dataset, dataset_rows in rows.groupby("dataset", sort=True):
         plot_dataset(dataset_rows, site / "plots" / f"{slug(dataset)}.png")
-    noise = label_noise_points(records[~records["audit"]])
+    runs = records[records["kind"] == "run"]
+    noise = label_noise_points(runs)
     for dataset, points in noise.groupby("dataset"):
         plot_label_noise(points, site / "plots" / f"{slug(dataset)}-label-noise.png")
 
-    methods, datasets = method_facts(), dataset_facts()
-    configs = configurations(rows, records[~records["audit"]],
+    methods, datasets = method_facts(catalogue), dataset_facts(catalogue)
+    configs = configurations(rows, runs,
                              {name: facts["defaults"] for name, facts in methods.items()})
     method_names = sorted({*methods, *rows["method"]})
     dataset_names = sorted({*datasets, *rows["dataset"]})
@@ -77,7 +80,8 @@ def write_site(site: Path, rows: pd.DataFrame, records: pd.DataFrame,
     _render(site / "index.html", "index.html", root="",
             datasets=dataset_tables(rows, notes), filters=notion_filter(rows),
             label_noise=set(noise["dataset"]),
-            epsilon_columns=EPSILON_COLUMNS, claims=claims, results=str(results),
+            suite_tables=suite_tables(rows), epsilon_columns=EPSILON_COLUMNS,
+            claims=claims, sources=sources,
             tolerance=tolerance, rmse_tolerance=metric_tolerance("rmse", tolerance),
             counts=records["status"].value_counts().to_dict(), notions=list(SCOPES.values()),
             superseded=notice,
@@ -106,8 +110,10 @@ def _record_notions(records: pd.DataFrame) -> list[dict]:
 def _write_cell_page(site: Path, rows: pd.DataFrame, records: pd.DataFrame) -> None:
     first = rows.iloc[0]
     key = {name: first[name] for name in DISPLAY_KEYS}
-    runs = [_run(record) for record in
-            sorted(records["record"], key=lambda r: (r.status, r.seed))]
+    runs = [_run(record, source) for record, source in
+            sorted(zip(records["record"], records["source"]),
+                   key=lambda pair: (pair[0].kind, pair[0].status, pair[0].seed,
+                                     pair[0].started_at))]
     papers = [{**without_nan(paper._asdict()), "model_note": model_note(paper)}
               for paper in rows[rows["paper_value"].notna()].itertuples(index=False)]
     css, title, explanation = presentation(first["protects"], first["neighbours"])
@@ -117,7 +123,7 @@ def _write_cell_page(site: Path, rows: pd.DataFrame, records: pd.DataFrame) -> N
             quick=first["suite"] == QUICK_SUITE)
 
 
-def _run(record: RunRecord) -> dict:
+def _run(record: RunRecord, source: str) -> dict:
     provenance = record.provenance
     privacy = record.privacy
     spent = "" if privacy.epsilon is None else (
@@ -125,6 +131,8 @@ def _run(record: RunRecord) -> dict:
         f"({privacy.composition} composition)")
     return {
         "seed": record.seed, "status": record.status, "error": record.error,
+        "source": source, "verification": record.verification or None,
+        "threads": provenance.get("threads"), "cpu": provenance.get("cpu", ""),
         "metrics": json_text(record.metrics), "wall_time_s": record.wall_time_s,
         "started_at": record.started_at,
         "git_commit": provenance.get("git_commit", UNKNOWN),

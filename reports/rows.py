@@ -16,7 +16,7 @@ import pandas as pd
 
 from benchmarks.metrics import DEFAULT_METRIC, metric
 from benchmarks.privacy import Protects
-from reports.load import NOTION_FIELDS
+from reports.load import BOTH, NOTION_FIELDS
 
 # The suite whose CPU-sized runs the site labels as such.
 QUICK_SUITE = "quick"
@@ -26,7 +26,7 @@ PAPER_FIELDS = ["paper", "table", "column", "column_inferred", "paper_value", "n
                 "paper_model"]
 ROW_COLUMNS = [
     "dataset", "metric", "section", "method", "variant", "model", "suite", "epsilon", "delta",
-    *NOTION_FIELDS, "n", "failed", "mean", "std", "spent_epsilon", "paper_variant",
+    *NOTION_FIELDS, "n", "failed", "mean", "std", "source", "spent_epsilon", "paper_variant",
     *PAPER_FIELDS, "diff", "beyond_tolerance", "model_non_private", "paper_non_private",
     "superseded", "cell"]
 STANDARD_PROTECTS = (Protects.LABELS.value, Protects.RECORDS.value, Protects.NOTHING.value)
@@ -44,11 +44,11 @@ def metric_tolerance(name: str, tolerance: float) -> float:
 
 def group_records(records: pd.DataFrame) -> pd.DataFrame:
     """One row per configuration: mean, sample std and n over ok seeds; failed runs only
-    counted. ``cell`` names the configuration's page."""
+    counted; where its records came from. ``cell`` names the configuration's page."""
     ok = records[records["status"] == "ok"]
     grouped = records.groupby("config_id", sort=True)
     cells = grouped.agg(metric=("metric", "first"), superseded=("superseded", "first"),
-                        model=("model", "first"),
+                        model=("model", "first"), source=("source", _source),
                         failed=("status", lambda status: int((status == "failed").sum())),
                         **{key: (key, "first") for key in DISPLAY_KEYS})
     for field in NOTION_FIELDS:
@@ -79,7 +79,8 @@ def compute_rows(records: pd.DataFrame, published: pd.DataFrame,
     ours_only = cells[~cells["cell"].isin(pairs["cell"])]
     paper_only = paper[~paper["paper_id"].isin(pairs["paper_id"])].assign(
         variant=lambda frame: frame["paper_variant"], delta=lambda frame: frame["paper_delta"],
-        model="", suite="", n=0, failed=0, mean=math.nan, std=math.nan, spent_epsilon=math.nan,
+        model="", suite="", n=0, failed=0, mean=math.nan, std=math.nan, source="",
+        spent_epsilon=math.nan,
         superseded=False, cell="")
     rows = pd.concat([frame for frame in (pairs, ours_only, paper_only) if not frame.empty],
                      ignore_index=True)
@@ -154,6 +155,12 @@ def _sections(rows: pd.DataFrame) -> pd.Series:
 
 def _epsilon_key(epsilon: pd.Series) -> pd.Series:
     return epsilon.astype(float).round(6)
+
+
+def _source(sources: pd.Series) -> str:
+    """The records of a configuration: all archived, all of this machine, or both."""
+    found = set(sources)
+    return found.pop() if len(found) == 1 else BOTH
 
 
 def _distinct(values: pd.Series) -> str:

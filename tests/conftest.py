@@ -3,6 +3,8 @@ from pathlib import Path
 
 import pytest
 
+import benchmarks  # noqa: F401  (oneDNN on, as in every privboard run, before TensorFlow loads)
+
 # Quiet TensorFlow's start-up noise in test output.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 

@@ -163,8 +163,8 @@ def test_method_page_gives_paper_notion_defaults_configurations_and_budget(site)
     for piece in ("Deep Learning with Label Differential Privacy", "<dt>version</dt><dd>1",
                   "neighbouring datasets differ in one example&#39;s label replaced",
                   "pure epsilon-DP (delta = 0)", "parallel composition over disjoint examples",
-                  "<code>peak_lr</code>", "epochs=2", "cfg-mnist-lp1st-e1",
-                  "cfg-cifar10-lp1st-pt-e1",
+                  "<code>peak_lr</code>", "epochs=2", "07a6406b1dab21b7cd93",
+                  "e778e3ce186f22c334a1",
                   "95.00 ± 0.28", "Where the budget goes", "RRWithPrior",
                   "<td>0, 1</td>",  # one ledger entry, the same in seeds 0 and 1
                   "Published numbers", "Ghazi et al. 2021, Table 4, e=1"):
@@ -180,7 +180,7 @@ def test_dataset_page_gives_source_licence_fingerprint_and_test_split(site):
     spec = get_spec("mnist")
     for piece in ("LeCun, Bottou, Bengio, Haffner", "not stated by the authors",
                   spec.fingerprint, "not the current fingerprint",  # the golden records' own
-                  "0 public inputs, 10000 evaluated", "not recorded", "cfg-mnist-lp1st-e1"):
+                  "0 public inputs, 10000 evaluated", "not recorded", "07a6406b1dab21b7cd93"):
         assert piece in html, piece
     assert "MIT" in (site / "datasets" / "fashion-mnist.html").read_text()
     assert "Not registered in privboard" in (site / "datasets" / "diabetes.html").read_text()
@@ -199,17 +199,17 @@ def test_split_sizes_come_from_the_verified_cache(tmp_path):
 def test_superseded_configurations_are_hidden_counted_and_shown_on_request(tmp_path):
     current = {path.stem.replace(".failed", "").rsplit("-s", 1)[0]
                for path in (GOLDEN / "records").glob("*.json")}
-    current = {f"cfg-{name}" for name in current} - {"cfg-mnist-lp1st-e1"}
+    current = {f"cfg-{name}" for name in current} - {"07a6406b1dab21b7cd93"}
     hidden = reports.build(GOLDEN / "records", tmp_path / "hidden", current_configs=current)
     html = hidden.read_text()
     assert "3 records of 1 configuration" in html and "--show-superseded" in html  # audit too
     rows = _read_rows(tmp_path / "hidden" / "rows.csv")
-    assert "cfg-mnist-lp1st-e1" not in set(rows.cell.dropna())
-    assert not (tmp_path / "hidden" / "cells" / "cfg-mnist-lp1st-e1.html").exists()
+    assert "07a6406b1dab21b7cd93" not in set(rows.cell.dropna())
+    assert not (tmp_path / "hidden" / "cells" / "07a6406b1dab21b7cd93.html").exists()
     shown = reports.build(GOLDEN / "records", tmp_path / "shown", current_configs=current,
                           show_superseded=True)
     rows = _read_rows(tmp_path / "shown" / "rows.csv")
-    assert rows[rows.cell == "cfg-mnist-lp1st-e1"].superseded.all()
+    assert rows[rows.cell == "07a6406b1dab21b7cd93"].superseded.all()
     assert '<span class="tag">superseded</span>' in shown.read_text()
 
 
@@ -374,15 +374,15 @@ def test_latex_export_compiles(special_site, tmp_path):
 
 def test_audited_epsilons_stand_beside_the_claims_and_never_count_as_accuracy(site):
     rows = _read_rows(site / "rows.csv")
-    lp = rows[(rows.cell == "cfg-mnist-lp1st-e1") & rows.paper.notna()].iloc[0]
+    lp = rows[(rows.cell == "07a6406b1dab21b7cd93") & rows.paper.notna()].iloc[0]
     assert (lp.n, lp["mean"]) == (2, 95.0)  # the audited twin is not a third seed
     assert (lp.audited_epsilon, lp.audit_ceiling, bool(lp.audit_flagged)) == (0.125, 5.5, False)
-    refuted = rows[rows.cell == "cfg-adult-output-e1"].iloc[0]
+    refuted = rows[rows.cell == "428de137506538aa93fa"].iloc[0]
     assert bool(refuted.audit_flagged) and refuted.audited_epsilon > refuted.epsilon
     html = (site / "index.html").read_text()
     assert "≥ 0.12" in html and "ceiling 5.5" in html and "claim refuted" in html
     assert "can refute a small claim but never confirm a large one" in html
-    cell = (site / "cells" / "cfg-mnist-lp1st-e1.html").read_text()
+    cell = (site / "cells" / "07a6406b1dab21b7cd93.html").read_text()
     assert "audited twin" in cell and "140 of 250 guesses right" in cell
 
 

@@ -13,7 +13,7 @@ import pytest
 from benchmarks import runner
 from benchmarks.cli import main
 from benchmarks.privacy import LABEL_DP_PURE
-from benchmarks.records import read_records
+from benchmarks.records import CATALOGUE, read_records
 from benchmarks.suites import SuiteError, load_suite
 
 SUITE = """
@@ -95,9 +95,10 @@ def test_failed_cell_is_recorded_shown_and_retried_only_when_asked(tmp_path, cap
 
 
 def finished(results: Path) -> dict[str, bytes]:
-    """Whole records by file name; temp files of an interrupted write do not count."""
+    """Whole records by file name; temp files of an interrupted write and the catalogue
+    beside the records do not count."""
     return {p.name: p.read_bytes() for p in results.glob("*.json")
-            if not p.name.startswith(".tmp-")} if results.exists() else {}
+            if not p.name.startswith(".tmp-") and p.name != CATALOGUE} if results.exists() else {}
 
 
 def test_kill_minus_nine_then_resume_loses_and_duplicates_nothing(tmp_path):

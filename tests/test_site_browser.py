@@ -156,13 +156,13 @@ def test_links_lead_to_a_method_page_and_a_configuration_page(visit):
     assert visit.page.locator("h1").inner_text() == "lp-1st"
     body = visit.page.locator("body").inner_text()
     for piece in ("Ghazi", "Where the budget goes", "RRWithPrior", "neighbouring datasets differ",
-                  "Default hyperparameters", "cfg-mnist-lp1st-e1"):
+                  "Default hyperparameters", "07a6406b1dab21b7cd93"):
         assert piece in body, piece
 
     visit.page.go_back()
-    ours = visit.page.locator('#table-mnist a.ours[href="cells/cfg-mnist-lp1st-e1.html"]').first
+    ours = visit.page.locator('#table-mnist a.ours[href="cells/07a6406b1dab21b7cd93.html"]').first
     ours.click()
-    assert visit.page.url.endswith("/cells/cfg-mnist-lp1st-e1.html")
+    assert visit.page.url.endswith("/cells/07a6406b1dab21b7cd93.html")
     assert "lp-1st" in visit.page.locator("h1").inner_text()
     body = visit.page.locator("body").inner_text()
     assert "Runs" in body and "0123456789abcdef0123456789abcdef01234567" in body
@@ -171,7 +171,7 @@ def test_links_lead_to_a_method_page_and_a_configuration_page(visit):
 # From the file system every page is visited; from the web server one page of each kind
 # (the same templates, so the same relative links).
 ONE_OF_EACH = ["index.html", "methods/lp-1st.html", "datasets/mnist.html",
-               "cells/cfg-mnist-lp1st-e1.html"]
+               "cells/07a6406b1dab21b7cd93.html"]
 
 
 @pytest.mark.parametrize("served_by", ["file system", "web server"])

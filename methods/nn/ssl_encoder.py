@@ -26,7 +26,7 @@ import numpy as np
 import tensorflow as tf
 
 from benchmarks.atomic import atomic_write
-from benchmarks.tf_runtime import threads
+from benchmarks.tf_runtime import numerics
 from methods.nn import models, training
 
 # Part of every cache key: raise it whenever training, augmentation or the stored format
@@ -299,9 +299,9 @@ def _cache_key(x_train: np.ndarray, seed: int, settings: dict[str, Any]) -> str:
     """The canonical JSON of everything the training depends on. The dataset's
     fingerprint is the digest of its training inputs (the encoder sees nothing else), so
     a subset or a transformed copy of a dataset never reuses the full set's entry. The
-    thread count is part of it, as the trained weights depend on it bit for bit."""
+    thread count and oneDNN are part of it: the trained weights depend on them bit for bit."""
     return json.dumps({"version": ENCODER_VERSION, "seed": int(seed), "settings": settings,
-                       "train_inputs": _digest(x_train), "threads": threads()},
+                       "train_inputs": _digest(x_train), **numerics()},
                       sort_keys=True)
 
 
