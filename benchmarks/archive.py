@@ -47,7 +47,7 @@ def machine(record: RunRecord) -> dict[str, Any]:
     return {"cpu": provenance.get("cpu", "unknown"), "cores": provenance.get("cores"),
             "tensorflow": provenance.get("packages", {}).get("tensorflow", "unknown"),
             "device": provenance.get("device", "unknown"),
-            "threads": provenance.get("threads")}
+            "threads": provenance.get("threads"), "onednn": provenance.get("onednn")}
 
 
 def add(suite, results: Path, command: str, archive: Path = ARCHIVE) -> tuple[int, int]:

@@ -66,16 +66,18 @@ def current(suites: Iterable = ()) -> dict[str, Any]:
 
 
 def write(folder: Path, suites: Iterable = ()) -> Path:
-    """Write the current catalogue into ``folder``. Configurations of suite files run
-    there before (suites that are not built in) stay current."""
+    """Write the current catalogue into ``folder``. Configurations of other suite files
+    run there before stay current; those of a suite of the same name as one of
+    ``suites`` are replaced by its own (its settings changed: the old are superseded)."""
     from benchmarks.suites import suite_names
 
+    suites = list(suites)
     catalogue = current(suites)
-    built_in = set(suite_names())
+    replaced = set(suite_names()) | {suite.name for suite in suites}
     previous = read(folder) or {"configurations": {}}
     for config, names in previous["configurations"].items():
         for name in names:
-            if name not in built_in:
+            if name not in replaced:
                 _add(catalogue["configurations"], config, name)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / CATALOGUE

@@ -60,10 +60,10 @@ def build(results: Path | None, out: Path, tolerance: float = 1.0,
                            archived, defaults_of)
     superseded = records[records["superseded"]]
     shown = records if show_superseded else records[~records["superseded"]]
-    runs = shown[shown["kind"] == "run"]
+    runs = shown[shown["record_kind"] == "run"]
     rows = compute_rows(runs, published, tolerance)
-    rows = attach_audits(rows, shown[shown["kind"] == "audit"], runs)
-    rows = attach_verifications(rows, shown[shown["kind"] == "verification"])
+    rows = attach_audits(rows, shown[shown["record_kind"] == "audit"], runs)
+    rows = attach_verifications(rows, shown[shown["record_kind"] == "verification"])
     checked = check_claims(claims, runs)
     notice = {"records": len(superseded), "configurations": superseded["config_id"].nunique(),
               "shown": show_superseded}

@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 
 from benchmarks.records import RunRecord
-from reports.index_table import paper_of
+from reports.index_table import paper_of, verified_of
 from reports.presentation import json_text, ledger_entry, slug
 from reports.rows import QUICK_SUITE
 
@@ -44,7 +44,8 @@ def _configuration(rows: pd.DataFrame, records: list[RunRecord],
         "mean": None if first["n"] == 0 else first["mean"],
         "std": None if pd.isna(first["std"]) else first["std"],
         "spent": None if pd.isna(first["spent_epsilon"]) else first["spent_epsilon"],
-        "superseded": bool(first["superseded"]),
+        "superseded": bool(first["superseded"]), "source": first["source"],
+        "verified": verified_of(first),
         "settings": ", ".join(f"{name}={json.dumps(value)}"
                               for name, value in sorted(changed.items())),
         "all_defaults": defaults is not None and not changed,

@@ -23,7 +23,7 @@ NOTION_FIELDS = ("protects", "neighbours", "kind", "accountant")
 MODEL_HPARAMS = ("model", "teacher_model")
 RECORD_COLUMNS = ("path", "status", "suite", "dataset", "method", "variant", "model",
                   "config_id", "seed", "epsilon", "delta", "spent_epsilon", "metric", "value",
-                  *NOTION_FIELDS, "superseded", "audit", "kind", "source", "wall_time_s",
+                  *NOTION_FIELDS, "superseded", "audit", "record_kind", "source", "wall_time_s",
                   "record")
 # Where a record was found.
 ARCHIVED, LOCAL, BOTH = "archived", "this machine", "both"
@@ -85,7 +85,7 @@ def _flatten(record: RunRecord, metric_of: Mapping[str, str],
             "spent_epsilon": math.nan if spent is None else spent,
             "metric": metric, "value": value, **{f: notion[f] for f in NOTION_FIELDS},
             "superseded": current_configs is not None and record.config_id not in current_configs,
-            "audit": record.is_audit, "kind": record.kind, "source": source,
+            "audit": record.is_audit, "record_kind": record.kind, "source": source,
             "wall_time_s": record.wall_time_s, "record": record}
 
 

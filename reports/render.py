@@ -55,7 +55,7 @@ def write_site(site: Path, rows: pd.DataFrame, records: pd.DataFrame,
             json.dumps(record.public_dict(), indent=1, sort_keys=True))
     for dataset, dataset_rows in rows.groupby("dataset", sort=True):
         plot_dataset(dataset_rows, site / "plots" / f"{slug(dataset)}.png")
-    runs = records[records["kind"] == "run"]
+    runs = records[records["record_kind"] == "run"]
     noise = label_noise_points(runs)
     for dataset, points in noise.groupby("dataset"):
         plot_label_noise(points, site / "plots" / f"{slug(dataset)}-label-noise.png")

@@ -1,5 +1,6 @@
 import json
 import math
+import os
 import re
 import shutil
 import subprocess
@@ -15,14 +16,17 @@ from reports.claims import check_claims
 from reports.load import ReportError, load_records
 from reports.rows import compute_rows, metric_by_dataset
 
+from leaderboard_inputs import catalogued, rehashed
+
 GOLDEN = Path(__file__).parent / "golden"
 ROOT = Path(__file__).parent.parent
 
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
-    out = tmp_path_factory.mktemp("golden") / "site"
-    index = reports.build(GOLDEN / "records", out)
+    folder = tmp_path_factory.mktemp("golden")
+    index = reports.build(catalogued(GOLDEN / "records", folder / "records"), folder / "site")
+    out = folder / "site"
     assert index == out / "index.html"
     return out
 
@@ -187,8 +191,8 @@ def test_dataset_page_gives_source_licence_fingerprint_and_test_split(site):
 
 
 def test_split_sizes_come_from_the_verified_cache(tmp_path):
+    from benchmarks.catalogue import cached_sizes
     from benchmarks.datasets import get_spec, load
-    from reports.catalogue import cached_sizes
 
     spec = get_spec("digits")
     assert cached_sizes(spec, tmp_path) is None
@@ -197,16 +201,16 @@ def test_split_sizes_come_from_the_verified_cache(tmp_path):
 
 
 def test_superseded_configurations_are_hidden_counted_and_shown_on_request(tmp_path):
-    current = {path.stem.replace(".failed", "").rsplit("-s", 1)[0]
-               for path in (GOLDEN / "records").glob("*.json")}
-    current = {f"cfg-{name}" for name in current} - {"07a6406b1dab21b7cd93"}
-    hidden = reports.build(GOLDEN / "records", tmp_path / "hidden", current_configs=current)
+    records = catalogued(GOLDEN / "records", tmp_path / "records")
+    current = {json.loads(path.read_text())["config_id"]
+               for path in (GOLDEN / "records").glob("*.json")} - {"07a6406b1dab21b7cd93"}
+    hidden = reports.build(records, tmp_path / "hidden", current_configs=current)
     html = hidden.read_text()
     assert "3 records of 1 configuration" in html and "--show-superseded" in html  # audit too
     rows = _read_rows(tmp_path / "hidden" / "rows.csv")
     assert "07a6406b1dab21b7cd93" not in set(rows.cell.dropna())
     assert not (tmp_path / "hidden" / "cells" / "07a6406b1dab21b7cd93.html").exists()
-    shown = reports.build(GOLDEN / "records", tmp_path / "shown", current_configs=current,
+    shown = reports.build(records, tmp_path / "shown", current_configs=current,
                           show_superseded=True)
     rows = _read_rows(tmp_path / "shown" / "rows.csv")
     assert rows[rows.cell == "07a6406b1dab21b7cd93"].superseded.all()
@@ -217,9 +221,8 @@ def _results_with(tmp_path, **changes):
     results = tmp_path / "results"
     shutil.copytree(GOLDEN / "records", results)
     record = json.loads((results / "mnist-lp1st-e1-s0.json").read_text())
-    record.update(changes, cell_id="extra", config_id="cfg-extra")
-    (results / "extra.json").write_text(json.dumps(record))
-    return results
+    (results / "extra.json").write_text(json.dumps(rehashed({**record, **changes})))
+    return catalogued(None, results)
 
 
 def test_claim_turns_false_when_the_better_method_loses(tmp_path):
@@ -293,12 +296,19 @@ def test_help(capsys):
 
 def test_fresh_build_escapes_record_text_and_never_imports_tensorflow(tmp_path):
     results = _results_with(tmp_path, variant="<script>alert(1)</script>")
+    # Neither TensorFlow, nor the method code or registry, nor the data folder: a site
+    # needs the records, their catalogue and baselines/ alone.
     code = ("import sys, reports; from pathlib import Path; "
             f"reports.build(Path({str(results)!r}), Path({str(tmp_path / 'site')!r})); "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'tensorflow'))")
+            "print(sorted({m for m in sys.modules if m.split('.')[0] in ('tensorflow', "
+            "'methods')} | {m for m in sys.modules if m == 'benchmarks.registry'}))")
+    empty = tmp_path / "no-data"
+    empty.mkdir()
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
-                          text=True, check=True)
+                          text=True, check=True,
+                          env={**os.environ, "PRIVBOARD_DATA": str(empty)})
     assert done.stdout.strip() == "[]"
+    assert list(empty.iterdir()) == []
     html = (tmp_path / "site" / "index.html").read_text()
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert "<script>" not in html

@@ -14,6 +14,7 @@ from urllib.parse import unquote, urlsplit
 import pytest
 
 import reports
+from tests.leaderboard_inputs import catalogued
 
 GOLDEN = Path(__file__).parent / "golden"
 CHROMIUM = Path("/usr/bin/chromium")
@@ -31,8 +32,9 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("browser") / "site"
-    reports.build(GOLDEN / "records", out)
+    folder = tmp_path_factory.mktemp("browser")
+    out = folder / "site"
+    reports.build(catalogued(GOLDEN / "records", folder / "records"), out)
     return out
 
 

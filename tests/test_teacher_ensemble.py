@@ -63,8 +63,10 @@ def test_each_stacked_teacher_computes_its_standalone_model(name, shape):
         v.assign(rng.normal(0, 0.1, v.shape).astype(np.float32))
     logits = teachers.logits(x)
     for t in range(teachers.teachers):
-        np.testing.assert_allclose(logits[t], teachers.teacher(t)(x).numpy(),
-                                   rtol=1e-4, atol=1e-5)
+        alone = teachers.teacher(t)(x).numpy()
+        # float32 sums in another order: the error scales with the logits' size
+        np.testing.assert_allclose(logits[t], alone, rtol=1e-4,
+                                   atol=1e-5 * max(1.0, np.abs(alone).max()))
 
 
 def test_tabular_teachers_train_on_their_own_shard_only():
