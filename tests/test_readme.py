@@ -30,3 +30,11 @@ def test_readme_example_method_registers_fits_and_charges_its_ledger():
         assert math.isinf(method(Budget(math.inf)).fit(data.train, 10).spent().epsilon)
     finally:
         _REGISTRY.pop("noisy-majority", None)
+
+
+def test_readme_tables_of_our_results_are_those_the_archive_gives():
+    from reports import readme_tables
+
+    text = README.read_text()
+    shown = text.split(readme_tables.START, 1)[1].split(readme_tables.END, 1)[0]
+    assert shown == readme_tables.section(), "run: python -m reports.readme_tables"
