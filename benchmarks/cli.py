@@ -148,9 +148,25 @@ def _privacy_pate(args: argparse.Namespace) -> int:
 
 
 def _audit_mechanism(args: argparse.Namespace) -> int:
-    from benchmarks.audit import mechanisms
+    from benchmarks import registry
+    from benchmarks.privacy import mechanism_audit
 
-    return mechanisms.run(args)
+    registry.discover()  # a method module registers the audits of the mechanisms it adds
+    return mechanism_audit.run(args)
+
+
+class _ListsMechanisms(argparse.ArgumentParser):
+    """The parser of `privboard audit mechanism`: its help lists the registered mechanisms,
+    and method modules register the audits of the mechanisms they add, so only --help
+    pays for discovering them."""
+
+    def format_help(self) -> str:
+        from benchmarks import registry
+        from benchmarks.privacy import mechanism_audit
+
+        registry.discover()
+        self.epilog = "mechanisms: " + ", ".join(mechanism_audit.names())
+        return super().format_help()
 
 
 def _audit_training(args: argparse.Namespace) -> int:
@@ -275,10 +291,11 @@ def parser() -> argparse.ArgumentParser:
     add_training_audit_arguments(audit)
     audit.set_defaults(func=_audit_training)
     # Optional, so that the flags above audit a training run when no subcommand is given.
-    asub = audit.add_subparsers(dest="what", required=False, metavar="WHAT", prog=audit.prog)
+    asub = audit.add_subparsers(dest="what", required=False, metavar="WHAT", prog=audit.prog,
+                                parser_class=_ListsMechanisms)
     mechanism = asub.add_parser("mechanism", help="audit one privacy mechanism alone on "
                                                   "worst-case neighbouring inputs")
-    from benchmarks.audit.mechanisms import add_arguments as add_audit_arguments
+    from benchmarks.privacy.mechanism_audit import add_arguments as add_audit_arguments
 
     add_audit_arguments(mechanism)
     mechanism.set_defaults(func=_audit_mechanism)

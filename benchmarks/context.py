@@ -51,6 +51,12 @@ class RunContext:
         self.datasets_used[name] = data.fingerprint
         return data
 
+    def data_root(self) -> Path:
+        """The run's data folder, resolved: where the caches of trained artefacts go."""
+        from benchmarks import datasets
+
+        return Path(self.data_dir or datasets.data_dir())
+
     def diagnose(self, **values: Any) -> None:
         """Keep statistics of private data for debugging; they are never published."""
         self.diagnostics.update(values)

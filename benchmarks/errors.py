@@ -1,11 +1,5 @@
-"""The one error base class: every bad input the harness refuses is a PrivboardError,
-and every command turns one into a single line on stderr and exit code 2."""
-from __future__ import annotations
+"""The error classes of the harness and the methods: defined in the privacy layer, the
+bottom of the project, which imports nothing else of it."""
+from benchmarks.privacy.errors import InputError, PrivboardError, UnknownName, unknown
 
-
-class PrivboardError(Exception):
-    """Bad input to privboard: unknown names, bad budgets, bad files, bad settings."""
-
-
-class InputError(PrivboardError, ValueError):
-    """A value that no run can honour (a hyperparameter, a budget, a command argument)."""
+__all__ = ["InputError", "PrivboardError", "UnknownName", "unknown"]

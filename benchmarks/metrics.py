@@ -10,6 +10,8 @@ import math
 
 import numpy as np
 
+from benchmarks.privacy.randomizers import optimal_k
+
 
 @dataclasses.dataclass(frozen=True)
 class Metric:
@@ -49,3 +51,28 @@ def evaluate(task: str, num_classes: int, labels: np.ndarray,
         levels = np.arange(num_classes)
         metrics["rmse"] = math.sqrt(float(np.mean((proba @ levels - labels) ** 2)))
     return metrics
+
+
+@dataclasses.dataclass(frozen=True)
+class PriorQuality:
+    top1: float  # share of test examples whose label is their prior's top class
+    top_k: float  # share whose label is in their prior's top-k* set
+    mean_k: float  # mean k* over the test examples
+
+
+def prior_quality(priors: np.ndarray, test_labels: np.ndarray,
+                  rr_epsilon: float) -> PriorQuality:
+    """How well released priors (N, K), one row per public test example, predict those
+    examples' labels, where k* is RRWithPrior's optimal k at ``rr_epsilon``. Ties rank
+    the smaller class first, as in RRWithPrior's top-k sets."""
+    priors, labels = np.asarray(priors, dtype=float), np.asarray(test_labels)
+    if priors.ndim != 2 or labels.shape != (len(priors),):
+        raise ValueError(f"need (N, K) priors and N test labels; got {priors.shape} "
+                         f"and {labels.shape}")
+    rows, classes = np.arange(len(labels)), np.arange(priors.shape[1])
+    own = priors[rows, labels][:, None]
+    rank = np.count_nonzero((priors > own) | ((priors == own) & (classes < labels[:, None])),
+                            axis=1)
+    k = optimal_k(priors, rr_epsilon)
+    return PriorQuality(top1=float(np.mean(rank < 1)), top_k=float(np.mean(rank < k)),
+                        mean_k=float(np.mean(k)))

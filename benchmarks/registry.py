@@ -2,26 +2,15 @@
 ``privboard.methods`` entry-point group of installed third-party packages."""
 from __future__ import annotations
 
-import difflib
 import importlib
 import pkgutil
 from importlib.metadata import entry_points
 
 from benchmarks.contract import _REGISTRY, Method
-from benchmarks.errors import PrivboardError
+from benchmarks.errors import unknown
 
 ENTRY_POINT_GROUP = "privboard.methods"
 _discovered = False
-
-
-class UnknownName(PrivboardError, LookupError):
-    """An unknown method, dataset or suite name; the message suggests the closest one."""
-
-
-def unknown(kind: str, name: str, known: list[str]) -> UnknownName:
-    close = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
-    hint = f"; did you mean {close[0]!r}?" if close else f"; known: {', '.join(sorted(known))}"
-    return UnknownName(f"unknown {kind} {name!r}{hint}")
 
 
 def discover() -> None:

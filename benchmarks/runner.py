@@ -23,11 +23,11 @@ from tqdm import tqdm
 from benchmarks import catalogue, datasets
 from benchmarks.context import RunContext
 from benchmarks.contract import Dataset, Split
-from benchmarks.metrics import evaluate
+from benchmarks.metrics import evaluate, prior_quality
 from benchmarks.records import Privacy, RunRecord, done_cells, write_record
 from benchmarks.registry import get_method
 from benchmarks.suites import Cell, Suite
-from benchmarks.tf_runtime import cpu_model, numerics, pin_threads
+from benchmarks.tf_runtime import cpu_model, numerics, pin_threads, training_device
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGES = ("tensorflow", "keras", "tensorflow-privacy", "dp-accounting", "numpy",
@@ -191,8 +191,6 @@ def released_label_metrics(method, public_labels) -> dict[str, float]:
 def prior_metrics(method, evaluated: Split) -> dict[str, float]:
     """How well a method's released priors predict the evaluated test labels: the share
     whose label is the prior's top class, and inside RRWithPrior's top-k* set."""
-    from methods.cluster_priors import prior_quality
-
     released = method.public_priors(evaluated.x)
     if released is None:
         return {}
@@ -220,8 +218,6 @@ def provenance(numerics: dict[str, Any], device: str | None = None) -> dict[str,
     and oneDNN) is what a re-run needs besides the record's settings to give the same
     bits."""
     if device is None:
-        from methods.nn.models import device as training_device  # TensorFlow is loaded
-
         device = training_device()
     return {"git_commit": _git("rev-parse", "HEAD"),
             "git_dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),

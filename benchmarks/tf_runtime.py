@@ -99,3 +99,12 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+def training_device() -> str:
+    """Where Keras trains: the first GPU if TensorFlow sees one, else the CPU. Imports
+    TensorFlow: call it once a run has loaded it."""
+    import tensorflow as tf
+
+    gpus = tf.config.list_logical_devices("GPU")
+    return gpus[0].name if gpus else "CPU"

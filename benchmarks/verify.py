@@ -24,7 +24,7 @@ from typing import Any
 from benchmarks import archive as archive_store
 from benchmarks.errors import InputError
 from benchmarks.records import RunRecord, read_records, verification_identity, write_record
-from benchmarks.registry import unknown
+from benchmarks.errors import unknown
 
 ONEDNN = "TF_ENABLE_ONEDNN_OPTS"
 # Audit results compared between a record and its re-run: everything but the timing.

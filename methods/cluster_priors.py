@@ -12,7 +12,8 @@ import dataclasses
 
 import numpy as np
 
-from methods.mechanisms import noisy_cluster_priors, optimal_k
+from benchmarks.privacy import Ledger
+from benchmarks.privacy.randomizers import noisy_cluster_priors
 
 NUM_CLUSTERS = 100  # the paper's C for BYOL features
 
@@ -39,43 +40,21 @@ def fit_clusters(train_features: np.ndarray, num_clusters: int = NUM_CLUSTERS, *
     return Clusters(kmeans.cluster_centers_, train)
 
 
-def release_cluster_priors(train_labels: np.ndarray, train_clusters: np.ndarray,
-                           num_clusters: int, num_classes: int, epsilon_p: float,
-                           rng: np.random.Generator) -> np.ndarray:
-    """The (C, K) table of noisy cluster priors, epsilon_p-label-DP.
+def release_cluster_priors(ledger: Ledger, train_labels: np.ndarray,
+                           train_clusters: np.ndarray, num_clusters: int, num_classes: int,
+                           epsilon_p: float, rng: np.random.Generator) -> np.ndarray:
+    """The (C, K) table of noisy cluster priors, epsilon_p-label-DP, charged to every
+    training label.
 
     noisy_cluster_priors gives each training example its cluster's prior; the table is
     read back from those rows (post-processing). A cluster with no training example has
     nothing released and gets the uniform prior.
     """
-    per_example = noisy_cluster_priors(train_labels, train_clusters, num_clusters,
-                                       num_classes, epsilon_p, rng)
+    per_example = noisy_cluster_priors(ledger, train_labels, train_clusters, num_clusters,
+                                       num_classes, epsilon_p, rng,
+                                       examples=np.arange(len(train_labels)),
+                                       group="all examples")
     table = np.full((num_clusters, num_classes), 1.0 / num_classes)
     present, first = np.unique(train_clusters, return_index=True)
     table[present] = per_example[first]
     return table
-
-
-@dataclasses.dataclass(frozen=True)
-class PriorQuality:
-    top1: float  # share of test examples whose label is their prior's top class
-    top_k: float  # share whose label is in their prior's top-k* set
-    mean_k: float  # mean k* over the test examples
-
-
-def prior_quality(priors: np.ndarray, test_labels: np.ndarray,
-                  rr_epsilon: float) -> PriorQuality:
-    """How well released priors (N, K), one row per public test example, predict those
-    examples' labels, where k* is RRWithPrior's optimal k at ``rr_epsilon``. Ties rank
-    the smaller class first, as in RRWithPrior's top-k sets."""
-    priors, labels = np.asarray(priors, dtype=float), np.asarray(test_labels)
-    if priors.ndim != 2 or labels.shape != (len(priors),):
-        raise ValueError(f"need (N, K) priors and N test labels; got {priors.shape} "
-                         f"and {labels.shape}")
-    rows, classes = np.arange(len(labels)), np.arange(priors.shape[1])
-    own = priors[rows, labels][:, None]
-    rank = np.count_nonzero((priors > own) | ((priors == own) & (classes < labels[:, None])),
-                            axis=1)
-    k = optimal_k(priors, rr_epsilon)
-    return PriorQuality(top1=float(np.mean(rank < 1)), top_k=float(np.mean(rank < k)),
-                        mean_k=float(np.mean(k)))

@@ -6,8 +6,9 @@ Objective, for rows ||x_i|| <= 1 and y_i in {-1, +1}:
     J(f) = (1/n) sum_i l(y_i f.x_i) + (Lambda/2) ||f||^2.
 Output perturbation releases argmin J + b with beta = n Lambda epsilon / 2.
 Objective perturbation releases argmin J(f) + (1/n) b.f + (Delta/2) ||f||^2 with
-beta = epsilon'/2 (see ``objective_calibration``). Both are epsilon-DP for inputs and
-labels under the substitution of one record in a dataset of fixed size n.
+beta = epsilon'/2. Both are epsilon-DP for inputs and labels under the substitution of
+one record in a dataset of fixed size n; their noise, calibration and charge are the
+privacy layer's (benchmarks.privacy.erm_noise).
 """
 from __future__ import annotations
 
@@ -21,8 +22,9 @@ from scipy.special import expit
 from benchmarks.contract import Budget, Method, Split
 from benchmarks.errors import InputError
 from benchmarks.privacy import (Accountant, Kind, Neighbours, PrivacyNotion, Protects,
-                                PureEpsilon, Unprotected, records)
-from methods.erm_noise import sample_norm_exponential_noise
+                                Touches, Unprotected, records)
+from benchmarks.privacy.erm_noise import (exponential_mechanism, objective_perturbation_noise,
+                                          output_perturbation)
 from methods.erm_solver import ErmSolution, MarginLoss, minimise_erm
 from methods.random_features import RandomFourierFeatures, check_rbf_params, draw_rbf_features
 
@@ -30,46 +32,6 @@ KERNELS = ("linear", "rbf")
 # Rows normalised to norm 1 in float32 may exceed it by rounding; such rows are scaled
 # back to norm 1 exactly, while anything further out is a real precondition failure.
 _NORM_ROUNDING = 1e-5
-
-
-# ----------------------------------------------------------------------------- calibration
-
-def output_noise_rate(epsilon: float, n: int, regularization: float) -> float:
-    """beta of output perturbation: the L2 sensitivity of argmin J is 2/(n Lambda)."""
-    return n * regularization * epsilon / 2.0
-
-
-@dataclasses.dataclass(frozen=True)
-class ObjectiveCalibration:
-    epsilon_prime: float  # the part of epsilon paid by the noise term
-    extra_regularization: float  # Delta
-    beta: float
-
-
-def objective_calibration(epsilon: float, n: int, regularization: float,
-                          curvature_bound: float) -> ObjectiveCalibration:
-    """Algorithm 2 of the paper. The log term bounds the Jacobian-determinant ratio of the
-    map f -> b between neighbouring datasets: log(1 + 2c/(nL) + c^2/(nL)^2) = 2 log(1 + c/(nL))."""
-    epsilon_prime = epsilon - 2.0 * math.log1p(curvature_bound / (n * regularization))
-    delta = 0.0
-    if epsilon_prime <= 0:
-        # Extra regularisation shrinks the determinant term to epsilon/2; noise gets the rest.
-        delta = curvature_bound / (n * math.expm1(epsilon / 4.0)) - regularization
-        epsilon_prime = epsilon / 2.0
-    return ObjectiveCalibration(epsilon_prime, delta, epsilon_prime / 2.0)
-
-
-def exponential_mechanism_probabilities(mistakes: np.ndarray, epsilon: float) -> np.ndarray:
-    """q_i proportional to exp(-epsilon z_i / 2): epsilon-DP when each count z_i has
-    sensitivity 1 (Algorithm 4). epsilon = inf puts all mass on the first minimum."""
-    mistakes = np.asarray(mistakes, dtype=np.float64)
-    if math.isinf(epsilon):
-        probabilities = np.zeros(len(mistakes))
-        probabilities[np.argmin(mistakes)] = 1.0
-        return probabilities
-    logits = -0.5 * epsilon * (mistakes - mistakes.min())  # shifted: no overflow/underflow to 0/0
-    weights = np.exp(logits)
-    return weights / weights.sum()
 
 
 # --------------------------------------------------------------------------- the methods
@@ -148,9 +110,7 @@ class DpErm(Method):
         the same for both perturbations."""
         touched = records(rows, f"Lambda={regularization:g}")
         if self.budget.private:
-            self.ctx.ledger.charge(f"{self.perturbation} perturbation", touched,
-                                   PureEpsilon(self.budget.epsilon))
-            return self._train_private(features, signs, regularization, rng)
+            return self._train_private(features, signs, regularization, rng, touched)
         self.ctx.ledger.charge("exact minimiser (no noise)", touched,
                                Unprotected("the non-private optimum, the reference"))
         solution = self._minimise(features, signs, regularization)
@@ -158,8 +118,8 @@ class DpErm(Method):
         return _Fit(solution.weights, details, solution, regularization)
 
     def _train_private(self, features: np.ndarray, signs: np.ndarray, regularization: float,
-                       rng: np.random.Generator) -> _Fit:
-        """Where the noise goes: the subclasses."""
+                       rng: np.random.Generator, touched: Touches) -> _Fit:
+        """Where the noise goes (the subclasses), charged to ``touched``."""
         raise NotImplementedError
 
     def _minimise(self, features, signs, regularization, linear_term=None) -> ErmSolution:
@@ -209,11 +169,9 @@ class DpErm(Method):
             self.progress(f"{self.name}: tuning {i + 1}/{m}, Lambda={lam:g}, n={len(part)}")
             fits.append(self._train(features[part], signs[part], lam, rng, rows[part]))
         mistakes = held_out_mistakes(features[held_out], signs[held_out], fits)
-        self.ctx.ledger.charge("exponential mechanism (choice of Lambda)",
-                               records(rows[held_out], "held-out part"),
-                               PureEpsilon(self.budget.epsilon), sensitivity=1)
-        probabilities = exponential_mechanism_probabilities(mistakes, self.budget.epsilon)
-        chosen = int(self.ctx.rng("selection").choice(m, p=probabilities))
+        chosen = exponential_mechanism(self.ctx.ledger, mistakes, self.budget.epsilon,
+                                       self.ctx.rng("selection"),
+                                       records(rows[held_out], "held-out part"))
         # The counts are statistics of private rows: only the (private) choice is released.
         self.ctx.diagnose(held_out_mistakes=mistakes.tolist())
         tuning = {"lambdas": self.lambdas, "chosen": chosen,
@@ -265,24 +223,25 @@ class DpErmOutput(DpErm):
     name = "dp-erm-output"
     perturbation = "output"
 
-    def _train_private(self, features, signs, regularization, rng) -> _Fit:
-        n, dim = features.shape
+    def _train_private(self, features, signs, regularization, rng, touched) -> _Fit:
         solution = self._minimise(features, signs, regularization)
-        beta = output_noise_rate(self.budget.epsilon, n, regularization)
-        noise = sample_norm_exponential_noise(dim, beta, rng)
-        details = {"Lambda": regularization, "n": n, "beta": beta}
-        return _Fit(solution.weights + noise, details, solution, regularization, noise)
+        released, noise, beta = output_perturbation(
+            self.ctx.ledger, solution.weights, epsilon=self.budget.epsilon,
+            regularization=regularization, rng=rng, touches=touched)
+        details = {"Lambda": regularization, "n": len(features), "beta": beta}
+        return _Fit(released, details, solution, regularization, noise)
 
 
 class DpErmObjective(DpErm):
     name = "dp-erm-objective"
     perturbation = "objective"
 
-    def _train_private(self, features, signs, regularization, rng) -> _Fit:
+    def _train_private(self, features, signs, regularization, rng, touched) -> _Fit:
         n, dim = features.shape
         c = self.loss.curvature_bound
-        calibration = objective_calibration(self.budget.epsilon, n, regularization, c)
-        noise = sample_norm_exponential_noise(dim, calibration.beta, rng)
+        noise, calibration = objective_perturbation_noise(
+            self.ctx.ledger, dim, epsilon=self.budget.epsilon, regularization=regularization,
+            curvature_bound=c, rng=rng, touches=touched)
         strong_convexity = regularization + calibration.extra_regularization
         solution = self._minimise(features, signs, strong_convexity, noise / n)
         details = {"Lambda": regularization, "n": n, "c": c, "beta": calibration.beta,

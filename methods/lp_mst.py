@@ -15,9 +15,9 @@ from typing import Any, ClassVar
 import numpy as np
 
 from benchmarks.contract import Split
-from benchmarks.privacy import LABEL_DP_PURE, PureEpsilon, labels
+from benchmarks.privacy import LABEL_DP_PURE
+from benchmarks.privacy.randomizers import optimal_k, rr_with_prior
 from methods.keras_classifier import TRAINING_DEFAULTS, KerasClassifier
-from methods.mechanisms import optimal_k, rr_with_prior
 
 PAPER = "Ghazi, Golowich, Kumar, Manurangsi, Zhang. Deep Learning with Label Differential Privacy. NeurIPS 2021"
 
@@ -79,9 +79,9 @@ class LPMultiStage(KerasClassifier):
             else:
                 priors = training.softmax(self._logits(train.x[part]),
                                           settings["prior_temperature"])
-            self.ctx.ledger.charge("RRWithPrior", labels(part, f"stage {t + 1} of {self.stages}"),
-                                   PureEpsilon(epsilon))
-            noisy[part] = rr_with_prior(train.y[part], priors, epsilon, randomizer)
+            noisy[part] = rr_with_prior(self.ctx.ledger, train.y[part], priors, epsilon,
+                                        randomizer, examples=part,
+                                        group=f"stage {t + 1} of {self.stages}")
             k_bar = float(np.mean(optimal_k(priors, epsilon)))
             self.k_bars.append(k_bar)
             use = np.concatenate([self._earlier_kept(train.x, noisy, parts[:t], k_bar), part])

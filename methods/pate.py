@@ -28,6 +28,7 @@ them once; the cache changes no result.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -41,11 +42,12 @@ from benchmarks.atomic import atomic_write
 from benchmarks.tf_runtime import numerics
 from benchmarks.contract import Budget, Method, Split
 from benchmarks.errors import InputError
-from benchmarks.privacy import (Accountant, Kind, Neighbours, PrivacyNotion, Protects,
-                                RdpCurve, records)
+from benchmarks.privacy import (Accountant, Kind, Ledger, Neighbours, PrivacyNotion, Protects,
+                                mechanism_audit)
 from benchmarks.privacy import pate as analysis
 from benchmarks.privacy import rdp
-from methods.pate_aggregation import confident_gnmax, gnmax, lnmax
+from benchmarks.privacy.aggregators import (confident_gnmax, gnmax, lnmax,
+                                            release_data_dependent_epsilon)
 
 PAPER_2017 = ("Papernot, Abadi, Erlingsson, Goodfellow, Talwar. Semi-supervised knowledge "
               "transfer for deep learning from private training data. ICLR 2017")
@@ -184,16 +186,13 @@ class Pate(Method):
         return teachers
 
     def _teachers_cache(self, train: Split, settings: dict) -> Path:
-        from benchmarks import datasets
-
         digest = hashlib.sha256()
         for array in (train.x, train.y):
             digest.update(np.ascontiguousarray(array).data)
         # The thread count and oneDNN too: the trained weights depend on them bit for bit.
         digest.update(json.dumps({**settings, "version": TEACHERS_VERSION,
                                   **numerics()}, sort_keys=True).encode())
-        root = self.ctx.data_dir or datasets.data_dir()
-        return Path(root) / "cache" / "pate-teachers" / f"{digest.hexdigest()[:32]}.npz"
+        return self.ctx.data_root() / "cache" / "pate-teachers" / f"{digest.hexdigest()[:32]}.npz"
 
     # --- the aggregator (subclasses) ---------------------------------------------------
 
@@ -266,12 +265,11 @@ class PateLnmax(Pate):
         # gamma = 1 / scale: the scale is what the search grows.
         scale = self._calibrated_scale(votes)
         gamma = 1.0 / scale
-        self.ctx.ledger.charge("LNMax", records(), RdpCurve(len(votes) * analysis.lnmax_rdp(gamma)),
-                               queries=len(votes), gamma=gamma)
+        labels = lnmax(self.ctx.ledger, votes, gamma, self.ctx.rng("aggregator"))
         self.ctx.diagnose(epsilon_data_dependent=analysis.lnmax_account(
             votes, gamma=gamma, delta=self.budget.delta).epsilon_data_dependent)
         self.details.update(aggregator="LNMax", gamma=gamma)
-        return np.ones(len(votes), dtype=bool), lnmax(votes, gamma, self.ctx.rng("aggregator"))
+        return np.ones(len(votes), dtype=bool), labels
 
     def _calibrated_scale(self, votes: np.ndarray) -> float:
         if self.hparams["gamma"] is not None:
@@ -301,13 +299,10 @@ class _GaussianAggregator(Pate):
         h = self.hparams
         threshold, sigma1 = self._threshold()
         sigma2 = self.details["sigma2"]
-        release = analysis.release_data_dependent_rdp(
-            votes, answered, sigma2=sigma2, order=h["release_order"], beta=h["release_beta"],
-            noise_multiplier=h["release_noise"], rng=self.ctx.rng("smooth sensitivity"),
-            threshold=threshold, sigma1=sigma1)
-        self.ctx.ledger.charge("smooth-sensitivity release of the data-dependent epsilon",
-                               records(), RdpCurve(release.rdp), order=release.order,
-                               beta=release.beta, noise_multiplier=release.noise_multiplier)
+        release = release_data_dependent_epsilon(
+            self.ctx.ledger, votes, answered, sigma2=sigma2, order=h["release_order"],
+            beta=h["release_beta"], noise_multiplier=h["release_noise"],
+            rng=self.ctx.rng("smooth sensitivity"), threshold=threshold, sigma1=sigma1)
         account = analysis.confident_gnmax_account(votes, answered, sigma2=sigma2,
                                                    delta=self.budget.delta,
                                                    threshold=threshold, sigma1=sigma1)
@@ -324,10 +319,9 @@ class PateGnmax(_GaussianAggregator):
 
     def _aggregate(self, votes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         sigma2 = self._calibrated("sigma2", lambda s: len(votes) * analysis.gnmax_rdp(s))
-        self.ctx.ledger.charge("GNMax", records(), RdpCurve(len(votes) * analysis.gnmax_rdp(sigma2)),
-                               queries=len(votes), sigma2=sigma2)
+        labels = gnmax(self.ctx.ledger, votes, sigma2, self.ctx.rng("aggregator"))
         self.details.update(aggregator="GNMax", sigma2=sigma2)
-        return np.ones(len(votes), dtype=bool), gnmax(votes, sigma2, self.ctx.rng("aggregator"))
+        return np.ones(len(votes), dtype=bool), labels
 
     def variant(self) -> str:
         return f"GNMax, {super().variant()}"
@@ -355,19 +349,9 @@ class PateConfidentGnmax(_GaussianAggregator):
         worst = (len(votes) * analysis.threshold_rdp(sigma1), min(target, len(votes)))
         sigma2 = self._calibrated(
             "sigma2", lambda s: worst[0] + worst[1] * analysis.gnmax_rdp(s))
-        answered, labels = confident_gnmax(votes, threshold, sigma1, sigma2,
-                                           self.ctx.rng("aggregator"))
-        # Stopping once ``target`` are answered depends on released outputs only; the
-        # queries after the stop are never asked, so never released nor charged.
-        reached = np.flatnonzero(np.cumsum(answered) == target)
-        self.asked = int(reached[0]) + 1 if len(reached) else len(votes)
-        answered[self.asked:] = False
-        self.ctx.ledger.charge("Confident-GNMax threshold check (every query asked)",
-                               records(), RdpCurve(self.asked * analysis.threshold_rdp(sigma1)),
-                               queries=self.asked, threshold=threshold, sigma1=sigma1)
-        self.ctx.ledger.charge("GNMax (answered queries)", records(),
-                               RdpCurve(int(answered.sum()) * analysis.gnmax_rdp(sigma2)),
-                               answered=int(answered.sum()), sigma2=sigma2)
+        answered, labels, self.asked = confident_gnmax(
+            self.ctx.ledger, votes, threshold, sigma1, sigma2, self.ctx.rng("aggregator"),
+            self.hparams["answered_target"])
         self.details.update(aggregator="Confident-GNMax", threshold=threshold,
                             sigma1=sigma1, sigma2=sigma2)
         return answered, labels
@@ -424,3 +408,74 @@ def _positive(name: str, key: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 < value < math.inf:
         raise InputError(f"{name}: {key} must be a finite number > 0, got {value!r}")
     return float(value)
+
+
+# --- the audits of the aggregators (privboard audit mechanism NAME) --------------------
+
+# Each aggregator answers one query from the votes of the default ensemble. Substitution
+# changes one teacher, which moves its vote: n' = n - e_i + e_j. Two classes are the worst
+# case for a noisy argmax (a third class competes with both). GNMax then releases whether
+# N(0, 2 sigma^2) exceeds the gap between the two counts: a half-space of the Gaussian
+# mechanism, the kind of event that attains its (epsilon, delta) trade-off. LNMax's ratio
+# nears e^(2 gamma) only far in the tail of the gap, so the pairs are a ladder of gaps, and
+# the audit keeps the one its runs resolve best (a wider gap for a smaller epsilon).
+# Confident-GNMax adds a pair whose top count falls from the threshold to one below it,
+# for its threshold check.
+AUDIT_DELTA = 1e-5  # the paper suite's delta for PATE
+# The gap between the two counts on each pair's first input; the moved vote narrows it by 2.
+AUDIT_GAPS = (2, 6, 10, 18, 34)
+
+
+@functools.lru_cache(maxsize=None)
+def calibrated_sigma2(epsilon: float, sigma1: float | None = None) -> float:
+    """GNMax's sigma2 for ONE query, after Confident-GNMax's check at sigma1 when given:
+    the method's calibration (smallest_noise of the data-independent RDP) at (epsilon,
+    AUDIT_DELTA). Cached: the audit calls its sampler, and so this search, several times."""
+    check = 0.0 if sigma1 is None else analysis.threshold_rdp(sigma1)
+    return smallest_noise(lambda s: check + analysis.gnmax_rdp(s), epsilon, AUDIT_DELTA)
+
+
+def _register_audits() -> None:
+    teachers = Pate.defaults["teachers"]
+    threshold = PateConfidentGnmax.defaults["threshold"]
+    sigma1 = PateConfidentGnmax.defaults["sigma1"]
+
+    def votes_pair(top: int) -> mechanism_audit.NeighbouringPair:
+        first, second = (top, teachers - top), (top - 1, teachers - top + 1)
+        return mechanism_audit.NeighbouringPair(
+            np.array(first), np.array(second),
+            f"votes {first} of {teachers} teachers on 2 classes",
+            f"votes {second}: one teacher moved its vote to class 1")
+
+    gap_pairs = tuple(votes_pair((teachers + gap) // 2) for gap in AUDIT_GAPS)
+
+    def lnmax_query(votes, epsilon, rng):
+        # One LNMax query is pure (2 gamma)-DP (analysis.lnmax_rdp).
+        return lnmax(Ledger(), votes, epsilon / 2, rng)
+
+    def gnmax_query(votes, epsilon, rng):
+        return gnmax(Ledger(), votes, calibrated_sigma2(epsilon), rng)
+
+    def confident_query(votes, epsilon, rng):
+        # The labels alone are the release: -1 where the query is not answered.
+        return confident_gnmax(Ledger(), votes, threshold, sigma1,
+                               calibrated_sigma2(epsilon, sigma1), rng)[1]
+
+    register = mechanism_audit.register
+    register("pate-lnmax", mechanism_audit.AuditSpec(
+        "PATE's LNMax: argmax of votes + Laplace(2 / epsilon) noise, one query (pure DP)",
+        gap_pairs, mechanism_audit.votes_sampler(lnmax_query), mechanism_audit.output_values))
+    register("pate-gnmax", mechanism_audit.AuditSpec(
+        f"PATE's GNMax: argmax of votes + N(0, sigma^2) noise, one query, sigma calibrated "
+        f"to (epsilon, {AUDIT_DELTA:g})", gap_pairs,
+        mechanism_audit.votes_sampler(gnmax_query), mechanism_audit.output_values,
+        AUDIT_DELTA))
+    register("pate-confident-gnmax", mechanism_audit.AuditSpec(
+        f"PATE's Confident-GNMax: threshold {threshold:g} at sigma1 {sigma1:g}, then GNMax, "
+        f"one query, sigma2 calibrated to (epsilon, {AUDIT_DELTA:g})",
+        gap_pairs + (votes_pair(int(threshold)),),
+        mechanism_audit.votes_sampler(confident_query), mechanism_audit.output_values,
+        AUDIT_DELTA))
+
+
+_register_audits()

@@ -1,7 +1,7 @@
 """Spread-divergence logistic regression (Barber, "Private machine learning via randomised
 response"), with its two baselines: logistic regression on clean and on corrupted data.
 
-Every user releases one corrupted (c~, x~) (methods.corruption). Spread LR maximises the
+Every user releases one corrupted (c~, x~) (benchmarks.privacy.local_randomizers). Spread LR maximises the
 likelihood of the corrupted data under the model pushed through the known corruption, by
 EM with importance sampling: S samples per example, c^s from rho(c|c~) ~ p(c~|c) and x^s
 from rho(x|x~) ~ p(x~|x) p(x); weights w(s|n) ~ p_theta(c^s|x^s) (eq. 59); M-step = the
@@ -19,8 +19,8 @@ import numpy as np
 from benchmarks.contract import Budget, Method, Split
 from benchmarks.errors import InputError
 from benchmarks.privacy import (NON_PRIVATE, Accountant, Kind, Neighbours, PrivacyNotion,
-                                Protects, PureEpsilon, Unprotected, inputs, labels)
-from methods import corruption
+                                Protects, Unprotected, inputs, labels)
+from benchmarks.privacy import local_randomizers as corruption
 
 PAPER = "Barber, Private machine learning via randomised response"
 
@@ -268,18 +268,7 @@ class _CorruptedDataMethod(_LogisticRegressionFamily):
         """The (x~, c~) every user releases, drawn once per seed (the same stream for
         every method, so lr-noisy and spread-lr see the same release), charged to the
         ledger: (N, D) inputs, (N,) labels."""
-        label_epsilon = corruption.label_flip_epsilon(self.p_f)
-        self.ctx.ledger.charge("label flip (local randomised response)", labels(),
-                               PureEpsilon(label_epsilon), flip_probability=self.p_f)
-        if self.hparams["input_noise"] == "rr":
-            pixel = corruption.pixel_rr_epsilon(self.p_f)
-            self.ctx.ledger.charge("per-pixel randomised response", inputs(),
-                                   PureEpsilon(pixel * self._dim), pixel_epsilon=pixel)
-        else:
-            self.ctx.ledger.charge("Gaussian input noise", inputs(),
-                                   Unprotected("Gaussian noise on each pixel has no epsilon"),
-                                   input_variance=float(self.hparams["input_variance"]))
-        return corruption.corrupt(train.x, train.y, self.p_f, self.hparams["input_noise"],
+        return corruption.corrupt(self.ctx.ledger, train.x, train.y, self.p_f, self.hparams["input_noise"],
                                   float(self.hparams["input_variance"]),
                                   self.ctx.rng("local corruption"))
 

@@ -16,7 +16,6 @@ import numpy as np
 
 from benchmarks.contract import Budget, Split
 from benchmarks.errors import InputError
-from benchmarks.privacy import PureEpsilon, labels
 from methods.lp_mst import LPMultiStage
 
 # The encoder settings by name: the CPU-sized CNN for 28x28 images, ResNet18-v2 for CIFAR.
@@ -64,21 +63,17 @@ class SSLPriorMultiStage(LPMultiStage):
     def _first_priors(self, train: Split, part: np.ndarray, num_classes: int) -> np.ndarray:
         """The released cluster priors of stage 1's examples. The histograms count every
         training label once, charged at epsilon_prior."""
-        from benchmarks.datasets import data_dir
         from methods.cluster_priors import fit_clusters, release_cluster_priors
         from methods.nn import ssl_encoder
 
         h = self.hparams
         self.encoded = ssl_encoder.encoder_features(
-            train.x, None, data_dir=self.ctx.data_dir or data_dir(),
+            train.x, None, data_dir=self.ctx.data_root(),
             settings=self.encoder_settings(), seed=self.seed, progress=self.progress)
         self.clusters = fit_clusters(self.encoded.train, h["clusters"],
                                      seed=self.ctx.seed_for("k-means"))
-        everyone = np.arange(len(train))
-        self.ctx.ledger.charge("noisy cluster histograms", labels(everyone, "all examples"),
-                               PureEpsilon(h["epsilon_prior"]))
         self.prior_table = release_cluster_priors(
-            train.y, self.clusters.train, h["clusters"], num_classes, h["epsilon_prior"],
+            self.ctx.ledger, train.y, self.clusters.train, h["clusters"], num_classes, h["epsilon_prior"],
             self.ctx.rng("cluster histogram noise"))
         return self.prior_table[self.clusters.train[part]]
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import special, stats
 
-from benchmarks.audit.bounds import (clopper_pearson_epsilon, clopper_pearson_lower,
+from benchmarks.privacy.audit_bounds import (clopper_pearson_epsilon, clopper_pearson_lower,
                                      clopper_pearson_upper, one_run_lower_bound,
                                      one_run_p_value, saturation)
 

@@ -8,14 +8,19 @@ import sys
 import numpy as np
 import pytest
 
-from benchmarks.audit import mechanisms as audits
 from benchmarks.cli import main
-from benchmarks.audit.mechanisms import (MECHANISMS, NUM_CLASSES, AuditSpec, LabelRow,
-                                         NeighbouringPair, audit, label_sampler, output_values,
-                                         votes_sampler)
-from methods.dp_erm import output_noise_rate
-from methods.mechanisms import optimal_k, rr_top_k, rr_with_prior
-from methods.pate_aggregation import gnmax, lnmax
+from benchmarks.privacy import mechanism_audit as audits
+from benchmarks.privacy.erm_noise import AUDIT_EXAMPLES, AUDIT_REGULARIZATION, output_noise_rate
+from benchmarks.privacy.mechanism_audit import (MECHANISMS, AuditSpec, LabelRow,
+                                                NeighbouringPair, audit, label_sampler, lookup,
+                                                output_values, votes_sampler)
+from benchmarks.privacy.randomizers import AUDIT_CLASSES as NUM_CLASSES
+from benchmarks.privacy.randomizers import AUDIT_TOP_K, optimal_k
+from charged import gnmax, lnmax, rr_top_k, rr_with_prior
+from methods.pate import PateConfidentGnmax, calibrated_sigma2  # registers PATE's audits
+
+THRESHOLD = PateConfidentGnmax.defaults["threshold"]
+SIGMA1 = PateConfidentGnmax.defaults["sigma1"]
 
 TRIALS = 2000
 # DP-ERM's noise sampler draws one vector per call (about 1 ms): fewer runs keep it fast.
@@ -81,7 +86,7 @@ def batch_spec(randomize):
 def erm_noise_with_gamma_shape_one(minimiser, trials, epsilon, rng):
     """BROKEN: DP-ERM's noise with radius ~ Gamma(1) instead of Gamma(dimension). In two
     dimensions its density grows like 1/|b| near 0: unbounded ratio near the minimiser."""
-    beta = output_noise_rate(epsilon, audits.ERM_EXAMPLES, audits.ERM_REGULARIZATION)
+    beta = output_noise_rate(epsilon, AUDIT_EXAMPLES, AUDIT_REGULARIZATION)
     direction = rng.standard_normal((trials, len(minimiser)))
     direction /= np.linalg.norm(direction, axis=1, keepdims=True)
     return np.asarray(minimiser) + rng.gamma(1.0, 1 / beta, (trials, 1)) * direction
@@ -95,19 +100,20 @@ def lnmax_counting_one_changed_vote(votes, epsilon, rng):
 
 def gnmax_with_a_tenth_of_the_noise(votes, epsilon, rng):
     """BROKEN: GNMax with the calibrated sigma divided by 10."""
-    return gnmax(votes, audits.calibrated_sigma2(epsilon) / 10, rng)
+    return gnmax(votes, calibrated_sigma2(epsilon) / 10, rng)
 
 
 def confident_gnmax_with_a_noiseless_check(votes, epsilon, rng):
     """BROKEN: Confident-GNMax whose threshold check leaves out its sigma1 noise: a top count
     at the threshold is always answered, one vote below it never."""
-    sigma2 = audits.calibrated_sigma2(epsilon, audits.SIGMA1)
-    return np.where(votes.max(axis=1) >= audits.THRESHOLD, gnmax(votes, sigma2, rng), -1)
+    sigma2 = calibrated_sigma2(epsilon, SIGMA1)
+    return np.where(votes.max(axis=1) >= THRESHOLD, gnmax(votes, sigma2, rng), -1)
 
 
 # ----- honest mechanisms are not flagged; broken ones are ---------------------------------------
 
 def test_the_registry_holds_only_the_real_mechanisms():
+    lookup("rr-with-prior")  # the layer's own mechanisms register when their modules load
     assert set(MECHANISMS) == {"randomized-response", "rr-top-k", "rr-with-prior",
                                "cluster-histogram", "dp-erm-output-noise", "pate-lnmax",
                                "pate-gnmax", "pate-confident-gnmax"}
@@ -117,14 +123,14 @@ def test_the_registry_holds_only_the_real_mechanisms():
                                   "cluster-histogram"])
 @pytest.mark.parametrize("epsilon", [0.5, 2.0, 6.0])
 def test_honest_label_mechanisms_are_not_flagged_and_the_audit_is_tight(name, epsilon):
-    result = audit(MECHANISMS[name], epsilon, audits.DEFAULT_TRIALS, seed=1)
+    result = audit(lookup(name), epsilon, audits.DEFAULT_TRIALS, seed=1)
     assert not result.flagged, result
     assert result.lower_bound > 0.7 * epsilon, result  # the worst case is found
 
 
 @pytest.mark.parametrize("epsilon", [1.0, 4.0])
 def test_honest_erm_output_noise_is_not_flagged(epsilon):
-    result = audit(MECHANISMS["dp-erm-output-noise"], epsilon, ERM_TRIALS, seed=3)
+    result = audit(lookup("dp-erm-output-noise"), epsilon, ERM_TRIALS, seed=3)
     assert 0.25 * epsilon < result.lower_bound <= epsilon, result
 
 
@@ -135,16 +141,16 @@ def test_honest_erm_output_noise_is_not_flagged(epsilon):
                                          ("pate-confident-gnmax", 0.1)])
 @pytest.mark.parametrize("epsilon", [1.0, 2.0, 6.0])
 def test_honest_pate_aggregators_are_not_flagged(name, share, epsilon):
-    result = audit(MECHANISMS[name], epsilon, audits.DEFAULT_TRIALS, seed=1)
+    result = audit(lookup(name), epsilon, audits.DEFAULT_TRIALS, seed=1)
     assert share * epsilon < result.lower_bound <= epsilon, result
 
 
 @pytest.mark.parametrize("epsilon", [0.5, 1.0, 2.0])
 def test_flipping_to_any_label_is_flagged(epsilon):
     spec = dataclasses.replace(
-        MECHANISMS["rr-top-k"],
+        lookup("rr-top-k"),
         sample=label_sampler(lambda y, p, eps, rng: rr_top_k_flipping_to_any_label(
-            y, p, audits.TOP_K, eps, rng)))
+            y, p, AUDIT_TOP_K, eps, rng)))
     result = audit(spec, epsilon, TRIALS, seed=2)
     assert result.flagged, result
     assert "label 5" in result.d_prime  # found through the label outside the top-k set
@@ -159,7 +165,7 @@ def test_first_rows_top_set_for_the_batch_is_flagged(epsilon):
 
 
 def test_erm_noise_with_the_wrong_radius_law_is_flagged():
-    spec = dataclasses.replace(MECHANISMS["dp-erm-output-noise"],
+    spec = dataclasses.replace(lookup("dp-erm-output-noise"),
                                sample=erm_noise_with_gamma_shape_one)
     result = audit(spec, 1.0, ERM_TRIALS, seed=5)
     assert result.flagged, result
@@ -170,13 +176,13 @@ def test_erm_noise_with_the_wrong_radius_law_is_flagged():
                                           ("pate-gnmax", gnmax_with_a_tenth_of_the_noise)])
 @pytest.mark.parametrize("epsilon", [1.0, 2.0])
 def test_pate_aggregators_with_too_little_noise_are_flagged(name, broken, epsilon):
-    spec = dataclasses.replace(MECHANISMS[name], sample=votes_sampler(broken))
+    spec = dataclasses.replace(lookup(name), sample=votes_sampler(broken))
     result = audit(spec, epsilon, audits.DEFAULT_TRIALS, seed=2)
     assert result.flagged, result
 
 
 def test_a_noiseless_threshold_check_is_flagged():
-    spec = dataclasses.replace(MECHANISMS["pate-confident-gnmax"],
+    spec = dataclasses.replace(lookup("pate-confident-gnmax"),
                                sample=votes_sampler(confident_gnmax_with_a_noiseless_check))
     result = audit(spec, 1.0, audits.DEFAULT_TRIALS, seed=2)
     assert result.flagged, result
@@ -184,9 +190,9 @@ def test_a_noiseless_threshold_check_is_flagged():
 
 
 def test_the_audit_is_deterministic_for_a_seed():
-    first = audit(MECHANISMS["rr-with-prior"], 1.0, 500, seed=9)
-    assert audit(MECHANISMS["rr-with-prior"], 1.0, 500, seed=9) == first
-    assert audit(MECHANISMS["rr-with-prior"], 1.0, 500, seed=10) != first
+    first = audit(lookup("rr-with-prior"), 1.0, 500, seed=9)
+    assert audit(lookup("rr-with-prior"), 1.0, 500, seed=9) == first
+    assert audit(lookup("rr-with-prior"), 1.0, 500, seed=10) != first
 
 
 # ----- the command ------------------------------------------------------------------------------

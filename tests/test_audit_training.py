@@ -10,7 +10,7 @@ import pytest
 
 from benchmarks import datasets
 from benchmarks.audit import canaries, training
-from benchmarks.audit.bounds import one_run_lower_bound, saturation
+from benchmarks.privacy.audit_bounds import one_run_lower_bound, saturation
 from benchmarks.audit.one_run import GUESS_SHARES, guess_counts, one_run_bound
 from benchmarks.cli import main
 from benchmarks.context import RunContext

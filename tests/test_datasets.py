@@ -14,7 +14,7 @@ from benchmarks import datasets
 from benchmarks.contract import Split
 from benchmarks.datasets import SPECS, DataError, get_spec, load, register
 from benchmarks.datasets.core import cache_path
-from benchmarks.registry import UnknownName
+from benchmarks.errors import UnknownName
 import archives  # tests/archives.py: pytest puts this folder on sys.path
 
 DIGESTS = {

@@ -6,11 +6,11 @@ import pytest
 import scipy.optimize
 import scipy.stats
 
-from benchmarks.bench_rr_with_prior import rr_with_prior_loop, time_rr_with_prior
-from methods import mechanisms
-from methods.mechanisms import (cluster_histogram_noise, noisy_cluster_priors, optimal_k,
-                                randomized_response, rr_top_k, rr_top_k_distribution,
-                                rr_with_prior, rr_with_prior_distribution)
+from speed.bench_rr_with_prior import rr_with_prior_loop, time_rr_with_prior
+from benchmarks.privacy import randomizers as mechanisms
+from benchmarks.privacy.randomizers import (cluster_histogram_noise, optimal_k,
+                                            rr_top_k_distribution, rr_with_prior_distribution)
+from charged import noisy_cluster_priors, randomized_response, rr_top_k, rr_with_prior
 
 EPSILONS = [0.1, 0.5, 1.0, 2.0, 4.0, 8.0]
 
@@ -446,3 +446,35 @@ def test_noisy_cluster_priors_bad_arguments(kwargs, message):
             "num_classes": 2, "epsilon": 1.0, "rng": np.random.default_rng(0)} | kwargs
     with pytest.raises(ValueError, match=message):
         noisy_cluster_priors(**args)
+
+
+# Three rows of labels 0 with uniform priors over 3 classes, released by each mechanism.
+THREE = np.zeros(3, int)
+UNIFORM = np.full((3, 3), 1 / 3)
+
+
+@pytest.mark.parametrize("release, name", [
+    (lambda ledger, rows, rng: mechanisms.rr_with_prior(
+        ledger, THREE, UNIFORM, 0.7, rng, examples=rows, group="g"), "RRWithPrior"),
+    (lambda ledger, rows, rng: mechanisms.rr_top_k(
+        ledger, THREE, UNIFORM, 2, 0.7, rng, examples=rows, group="g"), "RRTop-k"),
+    (lambda ledger, rows, rng: mechanisms.randomized_response(
+        ledger, THREE, 3, 0.7, rng, examples=rows, group="g"), "randomized response"),
+    (lambda ledger, rows, rng: mechanisms.noisy_cluster_priors(
+        ledger, THREE, THREE, 1, 3, 0.7, rng, examples=rows, group="g"),
+     "noisy cluster histograms"),
+])
+def test_each_release_charges_its_epsilon_to_the_labels_of_its_rows(release, name):
+    from benchmarks.privacy import Field, Ledger, PureEpsilon
+
+    ledger, rows = Ledger(), np.array([4, 7, 9])
+    release(ledger, rows, np.random.default_rng(0))
+    [charge] = ledger.charges
+    assert (charge.mechanism, charge.cost, charge.touches.field) == (
+        name, PureEpsilon(0.7), Field.LABELS)
+    np.testing.assert_array_equal(charge.touches.examples, rows)
+    assert charge.touches.group == "g"
+    with pytest.raises(ValueError, match="needs the run's privacy ledger"):
+        release(None, rows, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="index of each of the 3 rows"):
+        release(Ledger(), rows[:2], np.random.default_rng(0))

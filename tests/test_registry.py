@@ -8,7 +8,8 @@ import pytest
 import methods
 from benchmarks import registry
 from benchmarks.contract import _REGISTRY, Budget, Method, PrivacyNotion
-from benchmarks.registry import UnknownName, all_methods, get_method
+from benchmarks.errors import UnknownName
+from benchmarks.registry import all_methods, get_method
 
 
 def test_every_method_module_is_imported_by_discovery():

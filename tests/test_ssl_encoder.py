@@ -11,7 +11,8 @@ import tensorflow as tf
 from benchmarks import datasets
 from benchmarks.contract import Split
 from methods import cluster_priors
-from methods.cluster_priors import fit_clusters, prior_quality, release_cluster_priors
+from benchmarks.metrics import prior_quality
+from methods.cluster_priors import fit_clusters, release_cluster_priors
 from methods.mechanisms import rr_with_prior_distribution
 from methods.nn import ssl_encoder
 

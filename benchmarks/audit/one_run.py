@@ -14,7 +14,7 @@ import dataclasses
 
 import numpy as np
 
-from benchmarks.audit.bounds import one_run_lower_bound, saturation
+from benchmarks.privacy.audit_bounds import one_run_lower_bound, saturation
 
 GUESS_SHARES = (0.25, 0.5, 1.0)
 

@@ -21,7 +21,7 @@ from benchmarks.atomic import atomic_write
 from benchmarks.contract import Dataset, Split
 from benchmarks.datasets.splits import check_splits
 from benchmarks.errors import PrivboardError
-from benchmarks.registry import unknown
+from benchmarks.errors import unknown
 
 TASKS = ("image", "tabular", "ratings")
 ALGORITHMS = ("md5", "sha256")

@@ -16,7 +16,7 @@ import math
 import numbers
 from typing import Any
 
-from benchmarks.errors import InputError
+from benchmarks.privacy.errors import InputError
 from benchmarks.privacy.rdp import sampled_gaussian_epsilon, sampled_gaussian_pld_epsilon
 
 # The binary search over the noise multiplier stays inside this range; a budget that no

@@ -25,7 +25,7 @@ from typing import Any, Union
 
 import numpy as np
 
-from benchmarks.errors import InputError
+from benchmarks.privacy.errors import InputError
 from benchmarks.privacy import rdp
 from benchmarks.privacy.notions import Field, PrivacyNotion
 
@@ -166,6 +166,14 @@ class Ledger:
 
     def __init__(self) -> None:
         self.charges: list[Charge] = []
+
+    @staticmethod
+    def of(ledger: Any, mechanism: str) -> "Ledger":
+        """``ledger`` if it is one: a mechanism of the layer never runs uncharged."""
+        if not isinstance(ledger, Ledger):
+            raise InputError(f"{mechanism} needs the run's privacy ledger to charge, got "
+                             f"{type(ledger).__name__}: a mechanism never runs uncharged")
+        return ledger
 
     def charge(self, mechanism: str, touches: Touches, cost: Cost, **details: Any) -> Charge:
         entry = Charge(mechanism, touches, cost, details)

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 from scipy.special import log_ndtr, logsumexp, ndtri_exp
 
-from benchmarks.errors import InputError
+from benchmarks.privacy.errors import InputError
 from benchmarks.privacy import rdp
 
 _SQRT2 = math.sqrt(2.0)

@@ -17,7 +17,7 @@ flops); each layer uses whichever is cheaper for its shapes.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import tensorflow as tf
 from tensorflow_privacy.privacy.fast_gradient_clipping import (clip_grads,
@@ -177,10 +177,12 @@ def per_example_loss(labels: tf.Tensor, logits: tf.Tensor) -> tf.Tensor:
 
 
 def clipped_gradient_sum(model: tf.keras.Model, registry: layer_registry.LayerRegistry,
-                         x: tf.Tensor, labels: tf.Tensor, clip_norm: float
+                         x: tf.Tensor, labels: tf.Tensor,
+                         clip_weights: Callable[[tf.Tensor], tf.Tensor],
                          ) -> tuple[list[tf.Tensor], tf.Tensor, tf.Tensor]:
-    """sum_i clip(grad loss_i, C) over the batch, the per-example gradient norms, and the
-    per-example losses.
+    """sum_i c_i grad loss_i over the batch, c_i = clip_weights(norms)_i (the privacy
+    layer's clipping: NoisyClippedSum.clip_weights), the per-example gradient norms, and
+    the per-example losses.
 
     Each layer's output Z_l must carry one row per example, and no layer may mix
     examples (check_model refuses BatchNorm). A Poisson batch can be empty;
@@ -191,11 +193,11 @@ def clipped_gradient_sum(model: tf.keras.Model, registry: layer_registry.LayerRe
                 tf.zeros([0]), tf.zeros([0]))
 
     return tf.cond(tf.shape(labels)[0] > 0,
-                   lambda: _clipped_gradient_sum(model, registry, x, labels, clip_norm),
+                   lambda: _clipped_gradient_sum(model, registry, x, labels, clip_weights),
                    empty)
 
 
-def _clipped_gradient_sum(model, registry, x, labels, clip_norm):
+def _clipped_gradient_sum(model, registry, x, labels, clip_weights):
     # One forward pass through the registry functions records each layer's output Z_l
     # (pre-activation) and its weights; variables are watched too, for the last step.
     tape = tf.GradientTape(persistent=True)
@@ -209,7 +211,7 @@ def _clipped_gradient_sum(model, registry, x, labels, clip_norm):
                             unconnected_gradients=tf.UnconnectedGradients.ZERO)
     norms = tf.sqrt(tf.add_n([norm_fn(g) for g, (_, norm_fn, _) in
                               zip(z_grads, layer_outputs)]))
-    factors = clip_grads.compute_clip_weights(clip_norm, norms)
+    factors = clip_weights(norms)
     # Examples are independent, so row i of dL/dZ_l is example i's own gradient: scaling
     # it by c_i and back-propagating only from Z_l to layer l's weights gives
     # sum_i c_i grad_i for those weights, without a second pass through the network.

@@ -136,12 +136,6 @@ def build(name: str, input_shape: tuple[int, ...], num_classes: int,
     return BUILDERS[name](tuple(input_shape), num_classes, **kwargs)
 
 
-def device() -> str:
-    """Where Keras will train: the first GPU if TensorFlow sees one, else the CPU."""
-    gpus = tf.config.list_logical_devices("GPU")
-    return gpus[0].name if gpus else "CPU"
-
-
 # PATE's teachers. methods.nn.ensemble trains T of them as one stacked model, so they are
 # chains of the layers it can stack: Conv2D, MaxPooling2D, Flatten, Dense and activations.
 # With ``norm="group"`` or ``"batch"`` they are ordinary Keras models it refuses to stack.

@@ -8,7 +8,7 @@ order the paper's aggregator produces, for measurement only. The paper reports 7
 its noise level (PATE++ Tables 1-2). Prints, per mode: test accuracy of D1, D2 and their
 averaged probabilities, wall and CPU time, and for PATE++ how many moved labels were wrong.
 
-    python -m benchmarks.bench_students [--epochs 10] [--modes pate co-teaching ...]
+    python -m speed.bench_students [--epochs 10] [--modes pate co-teaching ...]
 """
 from __future__ import annotations
 

@@ -7,6 +7,10 @@ Gaussian noise added (not epsilon-DP). The two randomised responses are written 
 deterministic functions of explicit random draws, so enumerating those draws builds each
 mechanism's EXACT transition matrix from the very code that corrupts the data.
 
+``corrupt``, the release, takes the run's ledger and charges what it draws with: the
+label flip's epsilon to every label, and to every input the per-pixel epsilon times the
+pixels of an example, or no guarantee at all for Gaussian noise.
+
 numpy only: importing this module must stay cheap.
 """
 from __future__ import annotations
@@ -14,6 +18,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
+from benchmarks.privacy.ledger import Ledger, PureEpsilon, Unprotected, inputs, labels
 
 PIXEL_STATES = 256
 INPUT_NOISES = ("rr", "gaussian")
@@ -133,15 +139,26 @@ def from_states(states: np.ndarray) -> np.ndarray:
     return (np.asarray(states, dtype=np.float32) / (PIXEL_STATES - 1)).astype(np.float32)
 
 
-def corrupt(x: np.ndarray, y: np.ndarray, p_f: float, input_noise: str,
+def corrupt(ledger: Ledger, x: np.ndarray, y: np.ndarray, p_f: float, input_noise: str,
             input_variance: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """The released (x~, c~) of every user, flattened to (N, D).
+    """The released (x~, c~) of every user, flattened to (N, D), charged to ``ledger``.
 
     x~ holds pixel states (uint8) for "rr" and float pixels for "gaussian".
     """
     if input_noise not in INPUT_NOISES:
         raise ValueError(f"input_noise must be one of {INPUT_NOISES}, got {input_noise!r}")
     flat = np.asarray(x).reshape(len(x), -1)
+    ledger = Ledger.of(ledger, "the local corruption")
+    ledger.charge("label flip (local randomised response)", labels(),
+                  PureEpsilon(label_flip_epsilon(p_f)), flip_probability=p_f)
+    if input_noise == "rr":
+        pixel = pixel_rr_epsilon(p_f)
+        ledger.charge("per-pixel randomised response", inputs(),
+                      PureEpsilon(pixel * flat.shape[1]), pixel_epsilon=pixel)
+    else:
+        ledger.charge("Gaussian input noise", inputs(),
+                      Unprotected("Gaussian noise on each pixel has no epsilon"),
+                      input_variance=float(input_variance))
     noisy_y = flip_labels(y, p_f, rng)
     if input_noise == "rr":
         noisy_x = randomise_pixels(to_states(flat), p_f, rng)

@@ -1,6 +1,6 @@
 """Quality of label-DP cluster priors from self-supervised features, against raw pixels.
 
-    python -m benchmarks.bench_ssl_priors [--datasets mnist fashion-mnist] [--seed 0]
+    python -m speed.bench_ssl_priors [--datasets mnist fashion-mnist] [--seed 0]
         [--clusters 100] [--rr-epsilon 1.0] [--draws 5] [--pca 50] [--plot FILE.png]
 
 For each dataset: trains the SimCLR encoder (or loads it from the cache), clusters its

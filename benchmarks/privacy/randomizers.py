@@ -5,6 +5,10 @@ Every randomizer is epsilon-DP with respect to the label of each row, given that
 prior. The prior must not depend on the labels, or only through a DP release whose budget
 is counted separately (noisy_cluster_priors; sequential composition).
 
+Each release takes the run's ledger and the training-set indices of its rows, and charges
+the epsilon it runs at to those rows' labels before it draws: what a release spends is
+what it charges, by construction.
+
 Each row's top-k set is the k classes with the largest prior, ties broken by the smaller
 class index. The rule looks at the prior only, never at the label, which is what Lemma 1
 needs.
@@ -18,6 +22,9 @@ import numbers
 
 import numpy as np
 import scipy.stats
+
+from benchmarks.privacy.ledger import Ledger, PureEpsilon, Touches
+from benchmarks.privacy.notions import Field
 
 # Priors often come from a float32 softmax, whose rows sum to 1 only up to rounding.
 _SUM_TOLERANCE = 1e-5
@@ -233,7 +240,18 @@ def optimal_k(priors, epsilon) -> np.ndarray:
     return _optimal_k(_sorted_desc(p), _as_epsilon(epsilon))
 
 
-def rr_top_k(labels, priors, k, epsilon, rng) -> np.ndarray:
+def _charged(ledger, mechanism: str, epsilon: float, examples, rows: int, group: str) -> None:
+    """Charge ``epsilon`` to the labels of ``examples``, one index per released row."""
+    examples = np.asarray(examples)
+    if examples.shape != (rows,):
+        raise ValueError(f"{mechanism}: examples must give the training-set index of each of "
+                         f"the {rows} rows, got shape {examples.shape}")
+    Ledger.of(ledger, mechanism).charge(mechanism, Touches(Field.LABELS, examples, group),
+                                        PureEpsilon(epsilon))
+
+
+def rr_top_k(ledger: Ledger, labels, priors, k, epsilon, rng, *, examples,
+             group: str = "") -> np.ndarray:
     """RRTop-k (Algorithm 1) on each row; k is an int or an int array (N,).
 
     A label inside its row's top-k set is kept with probability e^eps / (e^eps + k - 1) and
@@ -241,15 +259,19 @@ def rr_top_k(labels, priors, k, epsilon, rng) -> np.ndarray:
     outside it is replaced by a uniformly drawn member.
     """
     labels, p, eps = _checked(labels, priors, epsilon, whole=False)
-    return _randomize(labels, p, _as_k(k, len(p), p.shape[1]), eps, _as_rng(rng))
+    k = _as_k(k, len(p), p.shape[1])
+    _charged(ledger, "RRTop-k", eps, examples, len(labels), group)
+    return _randomize(labels, p, k, eps, _as_rng(rng))
 
 
-def rr_with_prior(labels, priors, epsilon, rng) -> np.ndarray:
+def rr_with_prior(ledger: Ledger, labels, priors, epsilon, rng, *, examples,
+                  group: str = "") -> np.ndarray:
     """RRWithPrior (Algorithm 2): RRTop-k with each row's k = optimal_k.
 
     epsilon = inf keeps every label.
     """
     labels, p, eps = _checked(labels, priors, epsilon, whole=False)
+    _charged(ledger, "RRWithPrior", eps, examples, len(labels), group)
     return _randomize(labels, p, None, eps, _as_rng(rng))
 
 
@@ -266,12 +288,15 @@ def rr_with_prior_distribution(labels, priors, epsilon) -> np.ndarray:
     return _top_k_distribution(labels, p, desc, _optimal_k(desc, eps), eps)
 
 
-def randomized_response(labels, num_classes, epsilon, rng) -> np.ndarray:
+def randomized_response(ledger: Ledger, labels, num_classes, epsilon, rng, *, examples,
+                        group: str = "") -> np.ndarray:
     """Plain K-ary randomized response: RRTop-K, whose top-K set is every class."""
     num_classes = _as_count(num_classes, "num_classes")
     n = len(np.atleast_1d(labels))
     uniform = np.broadcast_to(1.0 / num_classes, (n, num_classes))
-    return rr_top_k(labels, uniform, num_classes, epsilon, rng)
+    labels, p, eps = _checked(labels, uniform, epsilon, whole=False)
+    _charged(ledger, "randomized response", eps, examples, len(labels), group)
+    return _randomize(labels, p, _as_k(num_classes, n, num_classes), eps, _as_rng(rng))
 
 
 def cluster_histogram_noise(epsilon):
@@ -283,7 +308,8 @@ def cluster_histogram_noise(epsilon):
     return scipy.stats.dlaplace(a=_as_epsilon(epsilon, allow_inf=False) / 2)
 
 
-def noisy_cluster_priors(labels, clusters, num_clusters, num_classes, epsilon, rng) -> np.ndarray:
+def noisy_cluster_priors(ledger: Ledger, labels, clusters, num_clusters, num_classes, epsilon,
+                         rng, *, examples, group: str = "") -> np.ndarray:
     """Priors from label-independent clusters (Algorithm 4, steps 3-4); epsilon-label-DP.
 
     Each cluster's label histogram is released with cluster_histogram_noise, clipped at 0 and
@@ -296,6 +322,7 @@ def noisy_cluster_priors(labels, clusters, num_clusters, num_classes, epsilon, r
     noise = cluster_histogram_noise(epsilon)
     clusters = _as_classes(clusters, None, num_clusters, "clusters")
     labels = _as_classes(labels, len(clusters), num_classes, "labels")
+    _charged(ledger, "noisy cluster histograms", float(epsilon), examples, len(labels), group)
     hist = np.bincount(clusters * num_classes + labels, minlength=num_clusters * num_classes)
     shape = (num_clusters, num_classes)
     released = np.clip(hist.reshape(shape) + noise.rvs(size=shape, random_state=_as_rng(rng)),
@@ -303,3 +330,78 @@ def noisy_cluster_priors(labels, clusters, num_clusters, num_classes, epsilon, r
     totals = released.sum(axis=1, keepdims=True)
     table = np.divide(released, totals, out=np.full(shape, 1.0 / num_classes), where=totals > 0)
     return table[clusters]
+
+
+# ----- their audits (privboard audit mechanism NAME) ---------------------------------------
+
+AUDIT_CLASSES = 6
+AUDIT_TOP_K = 3
+# Uniform on the first AUDIT_TOP_K classes and zero elsewhere: w_k grows up to that k and
+# falls after it for every epsilon > 0, so RRWithPrior's k* is AUDIT_TOP_K as well,
+# whatever the claim.
+_TOP_HEAVY_PRIOR = tuple([1 / AUDIT_TOP_K] * AUDIT_TOP_K
+                         + [0.0] * (AUDIT_CLASSES - AUDIT_TOP_K))
+
+
+def _audited(release):
+    """``release`` on a fresh ledger, the trials as the training set's rows."""
+    def sample(labels, priors, epsilon, rng):
+        return release(Ledger(), labels, priors, epsilon, rng, examples=np.arange(len(labels)))
+    return sample
+
+
+def _register_audits() -> None:
+    from benchmarks.privacy import mechanism_audit as audit
+
+    # Label-DP neighbours change one label and nothing else; the prior does not look at
+    # labels. Two labels inside the randomized set are the worst case: keeping the label
+    # against flipping to it is exactly the ratio e^eps. Inside against outside is not (its
+    # ratio is k e^eps / (e^eps + k - 1)), but it is where a flip that leaves the set shows:
+    # an output outside the set is impossible from a label outside it.
+    top_set_pairs = (
+        audit.NeighbouringPair(audit.LabelRow(0, _TOP_HEAVY_PRIOR),
+                               audit.LabelRow(1, _TOP_HEAVY_PRIOR),
+                               "label 0, prior uniform on classes 0-2 of 6",
+                               "label 1, the same prior (both labels in the top-3 set)"),
+        audit.NeighbouringPair(audit.LabelRow(0, _TOP_HEAVY_PRIOR),
+                               audit.LabelRow(AUDIT_CLASSES - 1, _TOP_HEAVY_PRIOR),
+                               "label 0, prior uniform on classes 0-2 of 6",
+                               "label 5, the same prior (outside the top-3 set)"),
+    )
+
+    def plain(label, trials, epsilon, rng):
+        return randomized_response(Ledger(), np.full(trials, label), AUDIT_CLASSES, epsilon,
+                                   rng, examples=np.arange(trials))
+
+    def top_k(ledger, labels, priors, epsilon, rng, examples):
+        return rr_top_k(ledger, labels, priors, AUDIT_TOP_K, epsilon, rng, examples=examples)
+
+    # One cluster holding one example, with two classes: substitution moves its count from
+    # one bin to the other (L1 change 2, the sensitivity); noise on other bins and other
+    # clusters is independent of the label, so they only dilute. With counts (1, 0) against
+    # (0, 1), clipping at zero hides nothing: the released prior is (1, 0), i.e.
+    # output[0] >= 1, when noisy bin 0 >= 1 and noisy bin 1 <= 0, an event whose
+    # probability ratio is exactly e^(eps/2) per bin, e^eps in all. The priors take many
+    # values, so events threshold a coordinate instead of listing values.
+    def cluster_priors(label, trials, epsilon, rng):
+        return noisy_cluster_priors(Ledger(), np.full(trials, label), np.arange(trials), trials,
+                                    2, epsilon, rng, examples=np.arange(trials))
+
+    audit.register("randomized-response", audit.AuditSpec(
+        f"randomized response on {AUDIT_CLASSES} classes",
+        # Every pair of labels is alike: keeping one against flipping to it is e^eps.
+        (audit.NeighbouringPair(0, 1, "label 0", "label 1"),), plain, audit.output_values))
+    audit.register("rr-top-k", audit.AuditSpec(
+        f"RRTop-k with k = {AUDIT_TOP_K} of {AUDIT_CLASSES} classes", top_set_pairs,
+        audit.label_sampler(_audited(top_k)), audit.output_values))
+    audit.register("rr-with-prior", audit.AuditSpec(
+        f"RRWithPrior on {AUDIT_CLASSES} classes (k* = {AUDIT_TOP_K} for this prior)",
+        top_set_pairs, audit.label_sampler(_audited(rr_with_prior)), audit.output_values))
+    audit.register("cluster-histogram", audit.AuditSpec(
+        "noisy cluster prior: discrete-Laplace label histogram, clipped and normalised",
+        (audit.NeighbouringPair(0, 1, "a one-example cluster labelled 0 (2 classes)",
+                                "the same cluster labelled 1"),),
+        cluster_priors, audit.coordinates))
+
+
+_register_audits()

@@ -10,6 +10,10 @@ Bonferroni split of its two one-sided limits.
 A lower bound above the claimed epsilon is flagged: at 95% confidence the mechanism is not
 as private as claimed. An honest mechanism is flagged in at most 5% of audits.
 
+Each mechanism registers its audit (``register``) beside its own code: the layer's
+randomizers and DP-ERM noise in their modules, PATE's aggregators with the PATE method's
+default ensemble in methods/pate.py.
+
 The command: privboard audit mechanism NAME --epsilon E [--trials N] [--seed S] [--json].
 """
 from __future__ import annotations
@@ -17,7 +21,6 @@ from __future__ import annotations
 import argparse
 import collections
 import dataclasses
-import functools
 import json
 import math
 import numbers
@@ -26,15 +29,8 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from benchmarks.audit.bounds import clopper_pearson_epsilon
-from benchmarks.errors import InputError
-from benchmarks.privacy import pate as pate_analysis
-from benchmarks.registry import unknown
-from methods.dp_erm import output_noise_rate
-from methods.erm_noise import sample_norm_exponential_noise
-from methods.mechanisms import noisy_cluster_priors, randomized_response, rr_top_k, rr_with_prior
-from methods.pate import Pate, PateConfidentGnmax, smallest_noise
-from methods.pate_aggregation import confident_gnmax, gnmax, lnmax
+from benchmarks.privacy.audit_bounds import clopper_pearson_epsilon
+from benchmarks.privacy.errors import InputError, unknown
 
 CONFIDENCE = 0.95
 DEFAULT_TRIALS = 10_000
@@ -105,7 +101,7 @@ def _rows(outputs: np.ndarray) -> np.ndarray:
     return np.asarray(outputs).reshape(len(outputs), -1)
 
 
-def _format_row(row: np.ndarray) -> str:
+def format_row(row: np.ndarray) -> str:
     text = ", ".join(f"{x:.4g}" for x in row)
     return text if len(row) == 1 else f"({text})"
 
@@ -139,7 +135,7 @@ def output_values(pair: NeighbouringPair, first: np.ndarray, second: np.ndarray,
     rows_first, rows_second = _rows(first), _rows(second)
     counts_first = collections.Counter(row.tobytes() for row in rows_first)
     counts_second = collections.Counter(row.tobytes() for row in rows_second)
-    shown = {row.tobytes(): _format_row(row) for row in np.concatenate([rows_first, rows_second])}
+    shown = {row.tobytes(): format_row(row) for row in np.concatenate([rows_first, rows_second])}
     log_ratio = {key: math.log((counts_first[key] + 0.5) / (counts_second[key] + 0.5))
                  for key in shown}
     return [_value_statistic(log_ratio, shown, +1.0), _value_statistic(log_ratio, shown, -1.0)]
@@ -165,26 +161,29 @@ def displacement(pair: NeighbouringPair, first: np.ndarray, second: np.ndarray,
     half-spaces across the line from b to a, and balls around each point."""
     a, b = np.asarray(pair.first, float), np.asarray(pair.second, float)
     direction = (a - b) / np.linalg.norm(a - b)
-    along = f"u the unit vector from {_format_row(b)} to {_format_row(a)}"
+    along = f"u the unit vector from {format_row(b)} to {format_row(a)}"
     return [
         Statistic(lambda x: (x - b) @ direction,
-                  lambda t: f"(x - {_format_row(b)}) . u >= {t:.4g}, {along}"),
+                  lambda t: f"(x - {format_row(b)}) . u >= {t:.4g}, {along}"),
         Statistic(lambda x: -((x - b) @ direction),
-                  lambda t: f"(x - {_format_row(b)}) . u <= {-t:.4g}, {along}"),
+                  lambda t: f"(x - {format_row(b)}) . u <= {-t:.4g}, {along}"),
         Statistic(lambda x: -np.linalg.norm(x - a, axis=1),
-                  lambda t: f"|x - {_format_row(a)}| <= {-t:.4g}"),
+                  lambda t: f"|x - {format_row(a)}| <= {-t:.4g}"),
         Statistic(lambda x: -np.linalg.norm(x - b, axis=1),
-                  lambda t: f"|x - {_format_row(b)}| <= {-t:.4g}"),
+                  lambda t: f"|x - {format_row(b)}| <= {-t:.4g}"),
     ]
 
 
-# ----- the mechanisms -------------------------------------------------------------------------
+# ----- the registry -------------------------------------------------------------------------
 
-NUM_CLASSES = 6
-TOP_K = 3
-# Uniform on the first TOP_K classes and zero elsewhere: w_k grows up to k = TOP_K and falls
-# after it for every epsilon > 0, so RRWithPrior's k* is TOP_K as well, whatever the claim.
-TOP_HEAVY_PRIOR = tuple([1 / TOP_K] * TOP_K + [0.0] * (NUM_CLASSES - TOP_K))
+# NAME -> audit. Each mechanism registers its audit beside its own code.
+MECHANISMS: dict[str, AuditSpec] = {}
+
+
+def register(name: str, spec: AuditSpec) -> None:
+    if name in MECHANISMS:
+        raise ValueError(f"the audit of mechanism {name!r} is registered twice")
+    MECHANISMS[name] = spec
 
 
 @dataclasses.dataclass(frozen=True)
@@ -201,157 +200,11 @@ def label_sampler(randomize: Callable) -> Sampler:
     return sample
 
 
-# Label-DP neighbours change one label and nothing else; the prior does not look at labels.
-# Two labels inside the randomized set are the worst case: keeping the label against flipping
-# to it is exactly the ratio e^eps. Inside against outside is not (its ratio is
-# k e^eps / (e^eps + k - 1)), but it is where a flip that leaves the set shows: an output
-# outside the set is impossible from a label outside it.
-TOP_SET_PAIRS = (
-    NeighbouringPair(LabelRow(0, TOP_HEAVY_PRIOR), LabelRow(1, TOP_HEAVY_PRIOR),
-                     "label 0, prior uniform on classes 0-2 of 6",
-                     "label 1, the same prior (both labels in the top-3 set)"),
-    NeighbouringPair(LabelRow(0, TOP_HEAVY_PRIOR), LabelRow(NUM_CLASSES - 1, TOP_HEAVY_PRIOR),
-                     "label 0, prior uniform on classes 0-2 of 6",
-                     "label 5, the same prior (outside the top-3 set)"),
-)
-
-
-def _randomized_response(label: int, trials: int, epsilon: float, rng: np.random.Generator):
-    return randomized_response(np.full(trials, label), NUM_CLASSES, epsilon, rng)
-
-
-def _rr_top_k(labels, priors, epsilon, rng):
-    return rr_top_k(labels, priors, TOP_K, epsilon, rng)
-
-
-# One cluster holding one example, with two classes: substitution moves its count from one
-# bin to the other (L1 change 2, the sensitivity); noise on other bins and other clusters is
-# independent of the label, so they only dilute. With counts (1, 0) against (0, 1), clipping at
-# zero hides nothing: the released prior is (1, 0), i.e. output[0] >= 1, when noisy bin 0 >= 1
-# and noisy bin 1 <= 0, an event whose probability ratio is exactly e^(eps/2) per bin, e^eps in
-# all. The priors take many values, so events threshold a coordinate instead of listing values.
-def _cluster_priors(label: int, trials: int, epsilon: float, rng: np.random.Generator):
-    return noisy_cluster_priors(np.full(trials, label), np.arange(trials), trials, 2, epsilon, rng)
-
-
-# Output perturbation releases argmin J + b, density of b proportional to exp(-beta |b|). The
-# privacy loss at an output x is beta (|x - f'| - |x - f|) <= beta |f - f'| (triangle
-# inequality), which is eps at the largest distance 2 / (n Lambda): minimisers that far apart
-# are the worst case. In one dimension the loss is eps on the whole half-line beyond f, so a
-# half-space is tight. In two dimensions no likely set attains it, but a small ball around f
-# tests the density near the minimiser, where a wrong radius law (a Gamma shape other than the
-# dimension) makes the ratio unbounded.
-ERM_EXAMPLES, ERM_REGULARIZATION = 100, 0.1
-ERM_SENSITIVITY = 2 / (ERM_EXAMPLES * ERM_REGULARIZATION)
-
-
-def _erm_output(minimiser: tuple[float, ...], trials: int, epsilon: float,
-                rng: np.random.Generator):
-    beta = output_noise_rate(epsilon, ERM_EXAMPLES, ERM_REGULARIZATION)
-    # sample_norm_exponential_noise draws one vector per call, so this mechanism loops.
-    noise = [sample_norm_exponential_noise(len(minimiser), beta, rng) for _ in range(trials)]
-    return np.asarray(minimiser) + np.array(noise)
-
-
-def _erm_pair(dim: int) -> NeighbouringPair:
-    f, f_prime = (0.0,) * dim, (ERM_SENSITIVITY,) + (0.0,) * (dim - 1)
-    return NeighbouringPair(f, f_prime, f"minimiser {_format_row(np.array(f))} ({dim}-D)",
-                            f"minimiser {_format_row(np.array(f_prime))}, "
-                            f"2/(n Lambda) away (n = {ERM_EXAMPLES}, Lambda = "
-                            f"{ERM_REGULARIZATION})")
-
-
-# PATE's aggregators answer one query from the votes of the method's default ensemble.
-# Substitution changes one teacher, which moves its vote: n' = n - e_i + e_j. Two classes are
-# the worst case for a noisy argmax (a third class competes with both). GNMax then releases
-# whether N(0, 2 sigma^2) exceeds the gap between the two counts: a half-space of the Gaussian
-# mechanism, the kind of event that attains its (epsilon, delta) trade-off. LNMax's ratio nears
-# e^(2 gamma) only far in the tail of the gap, so the pairs are a ladder of gaps, and the audit
-# keeps the one its runs resolve best (a wider gap for a smaller epsilon). Confident-GNMax adds
-# a pair whose top count falls from the threshold to one below it, for its threshold check.
-TEACHERS = Pate.defaults["teachers"]
-THRESHOLD = PateConfidentGnmax.defaults["threshold"]
-SIGMA1 = PateConfidentGnmax.defaults["sigma1"]
-PATE_DELTA = 1e-5  # the paper suite's delta for PATE
-# The gap between the two counts on each pair's first input; the moved vote narrows it by 2.
-PATE_GAPS = (2, 6, 10, 18, 34)
-
-
-def _votes_pair(top: int) -> NeighbouringPair:
-    first, second = (top, TEACHERS - top), (top - 1, TEACHERS - top + 1)
-    return NeighbouringPair(np.array(first), np.array(second),
-                            f"votes {first} of {TEACHERS} teachers on 2 classes",
-                            f"votes {second}: one teacher moved its vote to class 1")
-
-
-GAP_PAIRS = tuple(_votes_pair((TEACHERS + gap) // 2) for gap in PATE_GAPS)
-
-
 def votes_sampler(aggregate: Callable) -> Sampler:
     """`aggregate(votes, epsilon, rng)` on `trials` copies of one vote vector, in one call."""
     def sample(votes: np.ndarray, trials: int, epsilon: float, rng: np.random.Generator):
         return aggregate(np.tile(votes, (trials, 1)), epsilon, rng)
     return sample
-
-
-@functools.lru_cache(maxsize=None)
-def calibrated_sigma2(epsilon: float, sigma1: float | None = None) -> float:
-    """GNMax's sigma2 for ONE query, after Confident-GNMax's check at sigma1 when given: the
-    method's calibration (smallest_noise of the data-independent RDP) at (epsilon, PATE_DELTA).
-    Cached, because the audit calls its sampler, and so this search, several times."""
-    check = 0.0 if sigma1 is None else pate_analysis.threshold_rdp(sigma1)
-    return smallest_noise(lambda s: check + pate_analysis.gnmax_rdp(s), epsilon, PATE_DELTA)
-
-
-def _lnmax(votes, epsilon, rng):
-    # One LNMax query is pure (2 gamma)-DP (pate_analysis.lnmax_rdp).
-    return lnmax(votes, epsilon / 2, rng)
-
-
-def _gnmax(votes, epsilon, rng):
-    return gnmax(votes, calibrated_sigma2(epsilon), rng)
-
-
-def _confident_gnmax(votes, epsilon, rng):
-    # The labels alone are the release: -1 where the query is not answered.
-    return confident_gnmax(votes, THRESHOLD, SIGMA1, calibrated_sigma2(epsilon, SIGMA1), rng)[1]
-
-
-# NAME -> audit.
-MECHANISMS: dict[str, AuditSpec] = {
-    "randomized-response": AuditSpec(
-        f"randomized response on {NUM_CLASSES} classes",
-        # Every pair of labels is alike: keeping one against flipping to it is e^eps.
-        (NeighbouringPair(0, 1, "label 0", "label 1"),),
-        _randomized_response, output_values),
-    "rr-top-k": AuditSpec(
-        f"RRTop-k with k = {TOP_K} of {NUM_CLASSES} classes", TOP_SET_PAIRS,
-        label_sampler(_rr_top_k), output_values),
-    "rr-with-prior": AuditSpec(
-        f"RRWithPrior on {NUM_CLASSES} classes (k* = {TOP_K} for this prior)", TOP_SET_PAIRS,
-        label_sampler(rr_with_prior), output_values),
-    "cluster-histogram": AuditSpec(
-        "noisy cluster prior: discrete-Laplace label histogram, clipped and normalised",
-        (NeighbouringPair(0, 1, "a one-example cluster labelled 0 (2 classes)",
-                          "the same cluster labelled 1"),),
-        _cluster_priors, coordinates),
-    "dp-erm-output-noise": AuditSpec(
-        "DP-ERM output perturbation: minimiser + noise with density ~ exp(-beta |b|)",
-        (_erm_pair(1), _erm_pair(2)),
-        _erm_output, displacement),
-    "pate-lnmax": AuditSpec(
-        "PATE's LNMax: argmax of votes + Laplace(2 / epsilon) noise, one query (pure DP)",
-        GAP_PAIRS, votes_sampler(_lnmax), output_values),
-    "pate-gnmax": AuditSpec(
-        f"PATE's GNMax: argmax of votes + N(0, sigma^2) noise, one query, sigma calibrated to "
-        f"(epsilon, {PATE_DELTA:g})", GAP_PAIRS, votes_sampler(_gnmax), output_values,
-        PATE_DELTA),
-    "pate-confident-gnmax": AuditSpec(
-        f"PATE's Confident-GNMax: threshold {THRESHOLD:g} at sigma1 {SIGMA1:g}, then GNMax, one "
-        f"query, sigma2 calibrated to (epsilon, {PATE_DELTA:g})",
-        GAP_PAIRS + (_votes_pair(int(THRESHOLD)),), votes_sampler(_confident_gnmax),
-        output_values, PATE_DELTA),
-}
 
 
 # ----- the audit ------------------------------------------------------------------------------
@@ -455,10 +308,19 @@ def audit(spec: AuditSpec, epsilon: float, trials: int = DEFAULT_TRIALS, seed: i
         count_d=count_d, count_d_prime=count_d_prime)
 
 
+def names() -> list[str]:
+    """The registered mechanisms: the layer's own, which register their audits when their
+    modules load, and those of the modules imported so far."""
+    from benchmarks.privacy import erm_noise, randomizers  # noqa: F401
+
+    return sorted(MECHANISMS)
+
+
 def lookup(name: str) -> AuditSpec:
     """The registered audit of `name`; an unknown name suggests the closest one."""
-    if name not in MECHANISMS:
-        raise unknown("mechanism", name, list(MECHANISMS))
+    known = names()
+    if name not in known:
+        raise unknown("mechanism", name, known)
     return MECHANISMS[name]
 
 
@@ -469,10 +331,15 @@ class _WholeNames(argparse.HelpFormatter):
     def _split_lines(self, text: str, width: int) -> list[str]:
         return textwrap.wrap(text, width, break_on_hyphens=False)
 
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return textwrap.fill(text, width, initial_indent=indent, subsequent_indent=indent,
+                             break_on_hyphens=False)
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = _WholeNames
-    parser.add_argument("name", metavar="NAME", help="mechanism: " + ", ".join(MECHANISMS))
+    parser.add_argument("name", metavar="NAME",
+                        help="the mechanism (an unknown name lists the registered ones)")
     parser.add_argument("--epsilon", type=float, required=True,
                         help="the claimed epsilon the mechanism is calibrated to")
     parser.add_argument("--trials", type=int, default=DEFAULT_TRIALS,

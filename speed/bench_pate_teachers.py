@@ -8,7 +8,7 @@ to T. Both times include building and tracing. Prints wall-clock and CPU times (
 time of this process: less sensitive to other processes' load), their ratios, the
 teachers' test accuracies and that of the plain (noiseless) plurality vote.
 
-    python -m benchmarks.bench_pate_teachers --teachers 250 --epochs 10 --dataset mnist
+    python -m speed.bench_pate_teachers --teachers 250 --epochs 10 --dataset mnist
 """
 from __future__ import annotations
 
@@ -68,7 +68,8 @@ def main(argv: list[str] | None = None) -> None:
     import tensorflow as tf
 
     from benchmarks import datasets
-    from methods.nn import ensemble, models
+    from benchmarks.tf_runtime import training_device
+    from methods.nn import ensemble
 
     data = datasets.load(args.dataset)
     x, y = data.train.x.astype(np.float32), data.train.y
@@ -92,7 +93,7 @@ def main(argv: list[str] | None = None) -> None:
 
     print(f"{args.teachers} {args.model} teachers on {args.dataset}, {len(shards[0])} "
           f"examples each; {args.epochs} epochs, batch {args.batch_size}, Adam lr "
-          f"{args.learning_rate}; {os.cpu_count()} CPUs, device {models.device()}")
+          f"{args.learning_rate}; {os.cpu_count()} CPUs, device {training_device()}")
     print(f"{'':34s} {'wall s':>8s} {'CPU s':>8s}")
     print(f"{'stacked, one model':34s} {stacked_seconds[0]:8.1f} {stacked_seconds[1]:8.1f}")
     print(f"{'loop of model.fit (estimate)':34s} {loop_estimate[0]:8.1f} {loop_estimate[1]:8.1f}"

@@ -1,7 +1,7 @@
 """Speed of RRWithPrior, vectorised, against a per-example Python loop; and the time of
 an LP-1ST epoch against the same model and training on the true labels.
 
-    python -m benchmarks.bench_rr_with_prior [--n 1000000] [--num-classes 100]
+    python -m speed.bench_rr_with_prior [--n 1000000] [--num-classes 100]
                                              [--epoch-dataset mnist] [--epochs 2]
 
 The loop is timed on a subset of rows and extrapolated linearly to N (its cost per row does
@@ -17,7 +17,8 @@ import time
 
 import numpy as np
 
-from methods.mechanisms import rr_with_prior
+from benchmarks.privacy import Ledger
+from benchmarks.privacy.randomizers import rr_with_prior
 
 
 def rr_with_prior_loop(labels, priors, epsilon, rng) -> np.ndarray:
@@ -64,7 +65,9 @@ def time_rr_with_prior(n: int, k: int, seed: int, epsilon: float = 2.0,
     rng = np.random.default_rng(seed)
     priors = rng.dirichlet(np.ones(k), size=n).astype(np.float32)
     labels = rng.integers(0, k, n)
-    runs = _timed_runs(lambda: rr_with_prior(labels, priors, epsilon, rng), repeats)
+    everyone = np.arange(n)
+    runs = _timed_runs(lambda: rr_with_prior(Ledger(), labels, priors, epsilon, rng,
+                                             examples=everyone), repeats)
     (first, first_cpu), (vectorised, vectorised_cpu) = runs[0], min(runs)
     [(loop, loop_cpu)] = _timed_runs(
         lambda: rr_with_prior_loop(labels[:loop_rows], priors[:loop_rows], epsilon, rng), 1)

@@ -13,7 +13,7 @@ Prints each setting's wall time (Ray's start-up included), cells per hour, the s
 the cells' own run times and the ratio of the two throughputs. The archive runs with
 the faster setting.
 
-    python -m benchmarks.bench_executors --cells 4 --epochs 4
+    python -m speed.bench_executors --cells 4 --epochs 4
 """
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ runs a few warm-up steps (tracing, excluded), then is timed ``--rounds`` times,
 alternating setups so that load from other processes hits all of them alike; the best
 round counts. Prints samples/s and each setup's time ratio to non-private model.fit.
 
-    PYTHONPATH=. python benchmarks/bench_dp_sgd.py --steps 200 --stock-steps 40
+    python -m speed.bench_dp_sgd --steps 200 --stock-steps 40
 """
 from __future__ import annotations
 
@@ -40,6 +40,8 @@ def setups(args: argparse.Namespace, x: np.ndarray, y: np.ndarray
     import tensorflow as tf
     import tensorflow_privacy
 
+    from benchmarks.privacy import Ledger
+    from benchmarks.privacy.noisy_clipped_sum import NoisyClippedSum
     from methods.nn import dp_training, models
 
     def build() -> tf.keras.Model:
@@ -80,9 +82,12 @@ def setups(args: argparse.Namespace, x: np.ndarray, y: np.ndarray
         loop_opt.apply_gradients(zip(grads, loop_model.trainable_variables))
         return tf.size(index)
 
-    dp_step = dp_training.DPSGDStep(
-        build(), x, y, sampling_rate=rate, noise_multiplier=1.1, clip_norm=1.0,
-        optimizer=tf.keras.optimizers.SGD(0.01, momentum=0.9), seed=args.seed)
+    mechanism = NoisyClippedSum(Ledger(), dataset_size=len(y), sampling_rate=rate,
+                                noise_multiplier=1.1, clip_norm=1.0,
+                                steps=args.rounds * args.steps + args.warmup_steps,
+                                seed=args.seed)
+    dp_step = dp_training.DPSGDStep(build(), x, y, mechanism=mechanism,
+                                    optimizer=tf.keras.optimizers.SGD(0.01, momentum=0.9))
 
     def looped(step: Callable[[], tuple]) -> Callable[[int], int]:
         def run(steps: int) -> int:

@@ -1,0 +1,100 @@
+"""PATE's noisy-argmax aggregators of teacher votes (Papernot et al. 2017, 2018), and the
+smooth-sensitivity release of their data-dependent cost.
+
+``votes`` is a (queries, classes) matrix of non-negative integer counts: for each query,
+how many teachers voted for each class. Every aggregator is vectorised over the queries:
+one noise draw per (query, class) from the Generator's own samplers. Bad input raises
+InputError (a ValueError) with one line.
+
+Each release takes the run's ledger and charges the RDP of the noise it draws with (their
+analysis is benchmarks.privacy.pate) to every record: a teacher's vote moves when any
+record of its shard changes.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from benchmarks.privacy import pate as analysis
+from benchmarks.privacy.errors import InputError
+from benchmarks.privacy.ledger import Ledger, RdpCurve, records
+from benchmarks.privacy.pate import as_generator, as_positive, as_threshold_step, as_votes
+
+
+def lnmax(ledger: Ledger, votes, gamma: float, rng: np.random.Generator) -> np.ndarray:
+    """LNMax (2017): per query, argmax_j n_j + Laplace(scale 1 / gamma). Returns the labels."""
+    v = as_votes(votes)
+    gamma = as_positive(gamma, "gamma")
+    Ledger.of(ledger, "LNMax").charge("LNMax", records(),
+                                      RdpCurve(len(v) * analysis.lnmax_rdp(gamma)),
+                                      queries=len(v), gamma=gamma)
+    return np.argmax(v + as_generator(rng).laplace(0.0, 1.0 / gamma, size=v.shape), axis=1)
+
+
+def gnmax(ledger: Ledger, votes, sigma: float, rng: np.random.Generator) -> np.ndarray:
+    """GNMax (2018): per query, argmax_j n_j + N(0, sigma^2). Returns the labels."""
+    v = as_votes(votes)
+    sigma = as_positive(sigma, "sigma")
+    Ledger.of(ledger, "GNMax").charge("GNMax", records(),
+                                      RdpCurve(len(v) * analysis.gnmax_rdp(sigma)),
+                                      queries=len(v), sigma2=sigma)
+    return _gnmax(v, sigma, as_generator(rng))
+
+
+def _gnmax(v: np.ndarray, sigma: float, rng: np.random.Generator) -> np.ndarray:
+    return np.argmax(v + rng.normal(0.0, sigma, size=v.shape), axis=1)
+
+
+def confident_gnmax(ledger: Ledger, votes, threshold: float, sigma1: float, sigma2: float,
+                    rng: np.random.Generator, answered_target: int | None = None,
+                    ) -> tuple[np.ndarray, np.ndarray, int]:
+    """Confident-GNMax (2018): a query is answered only if max_j n_j + N(0, sigma1^2) >=
+    threshold; an answered one gets GNMax with sigma2.
+
+    The queries are asked in order, and with ``answered_target`` asking stops once that
+    many are answered: the stop depends on released outputs only, and the queries after
+    it are neither released nor charged. Returns (answered, labels, asked): a boolean mask
+    over the queries (False after the stop), the labels (-1 where the noisy check failed),
+    and how many queries were asked. The threshold noise is drawn for every query first,
+    then the GNMax noise for the queries that pass it.
+    """
+    v = as_votes(votes)
+    threshold, sigma1 = as_threshold_step(threshold, sigma1)
+    if threshold is None:
+        raise InputError("Confident-GNMax needs a threshold and sigma1")
+    sigma2 = as_positive(sigma2, "sigma2")
+    ledger = Ledger.of(ledger, "Confident-GNMax")
+    rng = as_generator(rng)
+    answered = v.max(axis=1) + rng.normal(0.0, sigma1, size=len(v)) >= threshold
+    labels = np.full(len(v), -1, dtype=np.intp)
+    labels[answered] = _gnmax(v[answered], sigma2, rng)
+    target = answered_target or len(v)
+    reached = np.flatnonzero(np.cumsum(answered) == target)
+    asked = int(reached[0]) + 1 if len(reached) else len(v)
+    answered[asked:] = False
+    ledger.charge("Confident-GNMax threshold check (every query asked)", records(),
+                  RdpCurve(asked * analysis.threshold_rdp(sigma1)),
+                  queries=asked, threshold=threshold, sigma1=sigma1)
+    ledger.charge("GNMax (answered queries)", records(),
+                  RdpCurve(int(answered.sum()) * analysis.gnmax_rdp(sigma2)),
+                  answered=int(answered.sum()), sigma2=sigma2)
+    return answered, labels, asked
+
+
+def release_data_dependent_epsilon(ledger: Ledger, votes, answered=None, *, sigma2: float,
+                                   order: float, beta: float, noise_multiplier: float,
+                                   rng: np.random.Generator, threshold: float | None = None,
+                                   sigma1: float | None = None,
+                                   ) -> analysis.SmoothSensitivityRelease:
+    """The smooth-sensitivity release of the run's data-dependent RDP
+    (analysis.release_data_dependent_rdp), charged with the release's own RDP curve, which
+    follows from its beta and noise multiplier alone."""
+    ledger = Ledger.of(ledger, "the smooth-sensitivity release")
+    release = analysis.release_data_dependent_rdp(
+        votes, answered, sigma2=sigma2, order=order, beta=beta,
+        noise_multiplier=noise_multiplier, rng=rng, threshold=threshold, sigma1=sigma1)
+    ledger.charge("smooth-sensitivity release of the data-dependent epsilon", records(),
+                  RdpCurve(analysis.smooth_sensitivity_release_rdp(release.beta,
+                                                                   release.noise_multiplier)),
+                  order=release.order, beta=release.beta,
+                  noise_multiplier=release.noise_multiplier)
+    return release

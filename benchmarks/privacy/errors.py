@@ -1,0 +1,25 @@
+"""The one error base class, at the bottom of the project so that the privacy layer's
+errors are the harness's too: every bad input is a PrivboardError, and every command
+turns one into a single line on stderr and exit code 2."""
+from __future__ import annotations
+
+import difflib
+
+
+class PrivboardError(Exception):
+    """Bad input to privboard: unknown names, bad budgets, bad files, bad settings."""
+
+
+class InputError(PrivboardError, ValueError):
+    """A value that no run can honour (a hyperparameter, a budget, a command argument)."""
+
+
+class UnknownName(PrivboardError, LookupError):
+    """An unknown method, dataset, suite, mechanism or cell; the message suggests the
+    closest known name."""
+
+
+def unknown(kind: str, name: str, known: list[str]) -> UnknownName:
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
+    hint = f"; did you mean {close[0]!r}?" if close else f"; known: {', '.join(sorted(known))}"
+    return UnknownName(f"unknown {kind} {name!r}{hint}")
