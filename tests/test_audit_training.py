@@ -17,7 +17,7 @@ from benchmarks.context import RunContext
 from benchmarks.contract import _REGISTRY, Budget, Method
 from benchmarks.privacy import LABEL_DP_PURE, PureEpsilon, labels
 from benchmarks.registry import get_method
-from methods.mechanisms import randomized_response
+from charged import randomized_response
 
 
 @pytest.fixture(scope="module")
@@ -337,26 +337,27 @@ def audited(method, dataset, budget, hparams) -> training.TrainingAudit:
 def labels_never_randomised(monkeypatch):
     import methods.lp_mst
 
-    monkeypatch.setattr(methods.lp_mst, "rr_with_prior", lambda y, priors, epsilon, rng: y)
+    monkeypatch.setattr(methods.lp_mst, "rr_with_prior",
+                        lambda ledger, y, priors, epsilon, rng, **charge: y)
 
 
 def noise_calibrated_but_never_added(monkeypatch):
-    """The ledger reads the step's noise before the first step and is charged the
-    calibrated noise; the step itself, traced at its first call, then adds none."""
+    """The mechanism is charged the calibrated noise when it is made; the training step,
+    traced at its first call, then takes the clipped sums without it."""
     from methods.nn import dp_training
 
     class Noiseless(dp_training.DPSGDStep):
         def _step(self):
-            self.noise_std = 0.0
+            self.mechanism.noise_std = 0.0
             return super()._step()
 
     monkeypatch.setattr(dp_training, "DPSGDStep", Noiseless)
 
 
 def objective_noise_zero(monkeypatch):
-    import methods.dp_erm
+    from benchmarks.privacy import erm_noise
 
-    monkeypatch.setattr(methods.dp_erm, "sample_norm_exponential_noise",
+    monkeypatch.setattr(erm_noise, "sample_norm_exponential_noise",
                         lambda dim, beta, rng: np.zeros(dim))
 
 

@@ -4,7 +4,8 @@ import math
 import numpy as np
 import pytest
 
-from methods import corruption
+from benchmarks.privacy import Ledger
+from benchmarks.privacy import local_randomizers as corruption
 
 P_FS = [0.05, 0.1, 0.2, 0.3, 0.4, 0.49]
 
@@ -92,11 +93,11 @@ def test_samplers_follow_their_exact_matrices(p_f):
 def test_corrupt_is_seeded_and_shapes_match():
     x = np.random.default_rng(0).random((10, 4, 4, 1)).astype(np.float32)
     y = np.arange(10) % 2
-    a = corruption.corrupt(x, y, 0.3, "rr", 0.1, np.random.default_rng(5))
-    b = corruption.corrupt(x, y, 0.3, "rr", 0.1, np.random.default_rng(5))
+    a = corruption.corrupt(Ledger(), x, y, 0.3, "rr", 0.1, np.random.default_rng(5))
+    b = corruption.corrupt(Ledger(), x, y, 0.3, "rr", 0.1, np.random.default_rng(5))
     assert a[0].shape == (10, 16) and a[0].dtype == np.uint8 and a[1].shape == (10,)
     assert all(np.array_equal(u, v) for u, v in zip(a, b))
-    g = corruption.corrupt(x, y, 0.3, "gaussian", 0.1, np.random.default_rng(5))
+    g = corruption.corrupt(Ledger(), x, y, 0.3, "gaussian", 0.1, np.random.default_rng(5))
     assert g[0].dtype == np.float32 and not np.allclose(g[0], x.reshape(10, -1))
 
 
@@ -106,7 +107,7 @@ def test_corrupt_is_seeded_and_shapes_match():
     (lambda: corruption.flip_labels(np.array([0, 2]), 0.1, np.random.default_rng()), "binary"),
     (lambda: corruption.to_states(np.array([1.5])), r"\[0, 1\]"),
     (lambda: corruption.add_gaussian_noise(np.zeros(2), 0.0, np.random.default_rng()), "variance"),
-    (lambda: corruption.corrupt(np.zeros((1, 2)), np.zeros(1, int), 0.1, "blur", 0.1,
+    (lambda: corruption.corrupt(Ledger(), np.zeros((1, 2)), np.zeros(1, int), 0.1, "blur", 0.1,
                                 np.random.default_rng()), "input_noise"),
 ])
 def test_bad_input_raises_value_error(call, message):

@@ -14,7 +14,9 @@ from benchmarks.contract import Budget, Split
 from benchmarks.privacy import NON_PRIVATE, Kind, Neighbours, Protects, PureEpsilon
 from benchmarks.registry import get_method
 from methods import dp_erm
-from methods.dp_erm import DpErmObjective, DpErmOutput, objective_calibration
+from benchmarks.privacy import erm_noise
+from benchmarks.privacy.erm_noise import objective_calibration
+from methods.dp_erm import DpErmObjective, DpErmOutput
 from methods.random_features import draw_rbf_features
 
 BOTH = [DpErmOutput, DpErmObjective]
@@ -183,13 +185,13 @@ def test_tuning_counts_mistakes_on_the_held_out_rows_only(data, monkeypatch):
     held-out rows alone: recompute them from the fitted models on exactly the rows the
     selection charge names (counting all rows would fail here)."""
     scored = []
-    real = dp_erm.exponential_mechanism_probabilities
+    real = erm_noise.exponential_mechanism_probabilities
 
     def recording(mistakes, epsilon):
         scored.append(np.array(mistakes))
         return real(mistakes, epsilon)
 
-    monkeypatch.setattr(dp_erm, "exponential_mechanism_probabilities", recording)
+    monkeypatch.setattr(erm_noise, "exponential_mechanism_probabilities", recording)
     m = _fit(DpErmOutput, data, 1.0, seed=1, tune_lambdas=[1e-3, 1e-2, 1e-1])
     selection = m.ctx.ledger.charges[-1]
     assert selection.mechanism.startswith("exponential mechanism")

@@ -16,8 +16,8 @@ import math
 import numpy as np
 import pytest
 
-from methods.dp_erm import (exponential_mechanism_probabilities, objective_calibration,
-                            output_noise_rate)
+from benchmarks.privacy.erm_noise import (exponential_mechanism_probabilities,
+                                          objective_calibration, output_noise_rate)
 from methods.erm_solver import MarginLoss, minimise_erm
 
 LOSSES = [MarginLoss("logistic"), MarginLoss("huber", 0.5), MarginLoss("huber", 0.1)]

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from methods.erm_noise import sample_norm_exponential_noise
+from benchmarks.privacy.erm_noise import sample_norm_exponential_noise
 
 DIM, BETA, DRAWS = 5, 2.5, 4000
 

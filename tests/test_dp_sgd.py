@@ -6,11 +6,12 @@ import numpy as np
 import pytest
 
 from benchmarks.contract import Budget, Split
-from benchmarks.privacy import SampledGaussian
+from benchmarks.privacy import Ledger, SampledGaussian
 from methods.dp_sgd import DPSGD
 
 tf = pytest.importorskip("tensorflow")
 
+from benchmarks.privacy.noisy_clipped_sum import NoisyClippedSum  # noqa: E402
 from methods.nn import dp_training, fast_clipping, models  # noqa: E402
 
 dp_accounting = pytest.importorskip("dp_accounting")
@@ -66,8 +67,9 @@ def test_the_ledger_charges_what_the_loop_runs(monkeypatch):
     realised = np.mean(step.batch_sizes) / 300
     spread = np.sqrt(charge.cost.sampling_rate * (1 - charge.cost.sampling_rate) / (300 * 30))
     assert abs(realised - charge.cost.sampling_rate) < 5 * spread
-    assert step.noise_std == pytest.approx(charge.cost.noise_multiplier * step.clip_norm)
-    observed = independent_epsilon(step.noise_std / step.clip_norm, 30 / 300,
+    mechanism = step.mechanism
+    assert mechanism.noise_std == pytest.approx(charge.cost.noise_multiplier * mechanism.clip_norm)
+    observed = independent_epsilon(mechanism.noise_std / mechanism.clip_norm, 30 / 300,
                                    len(step.batch_sizes), 1e-4)
     total = method.spent()
     assert total.epsilon == pytest.approx(observed, rel=1e-9)
@@ -79,7 +81,7 @@ def test_the_ledger_charges_what_the_loop_runs(monkeypatch):
 def test_poisson_coins_are_float64():
     """A float32 uniform would round the sampling rate up slightly."""
     step = make_step(1.0)
-    graph = tf.function(step.poisson_batch).get_concrete_function().graph
+    graph = tf.function(step.mechanism.batch).get_concrete_function().graph
     uniforms = [op for op in graph.get_operations() if "Uniform" in op.type]
     assert uniforms and all(op.get_attr("dtype") == tf.float64 for op in uniforms)
 
@@ -110,19 +112,20 @@ def test_non_private_budget_is_skipped():
     assert DPSGD.skip_reason("image", Budget(1.0, 1e-5)) is None
 
 
-def make_step(noise_multiplier, sampling_rate=0.25, n=400, seed=0):
+def make_step(noise_multiplier, sampling_rate=0.25, n=400, seed=0, steps=1000):
     split = tiny_split(n)
     tf.keras.utils.set_random_seed(seed)
     model = models.build("cnn", (8, 8, 1), 3, norm="group")
-    return dp_training.DPSGDStep(
-        model, split.x, split.y, sampling_rate=sampling_rate,
-        noise_multiplier=noise_multiplier, clip_norm=0.5,
-        optimizer=tf.keras.optimizers.SGD(0.1), seed=seed)
+    mechanism = NoisyClippedSum(Ledger(), dataset_size=n, sampling_rate=sampling_rate,
+                                noise_multiplier=noise_multiplier, clip_norm=0.5, steps=steps,
+                                seed=seed)
+    return dp_training.DPSGDStep(model, split.x, split.y, mechanism=mechanism,
+                                 optimizer=tf.keras.optimizers.SGD(0.1))
 
 
 def test_batches_are_poisson_samples():
     step = make_step(1.0, sampling_rate=0.25, n=400)
-    draws = [step.poisson_batch().numpy() for _ in range(400)]
+    draws = [step.mechanism.batch().numpy() for _ in range(400)]
     sizes = np.array([len(d) for d in draws])
     # Binomial(400, 0.25): mean 100, variance 75; a fixed-size sampler has variance 0.
     assert abs(sizes.mean() - 100) < 3 * np.sqrt(75 / len(sizes)) + 0.5
@@ -137,7 +140,7 @@ def test_update_is_noised_clipped_sum_over_the_expected_batch_size():
     index = tf.range(37)  # a realised batch unlike the expected 100
     clipped, _, _ = fast_clipping.clipped_gradient_sum(
         step.model, step.registry, tf.gather(step.x, index), tf.gather(step.labels, index),
-        step.clip_norm)
+        step.mechanism.clip_weights)
     noisy, _ = step.noisy_mean_gradient(index)
     noise = np.concatenate([(n.numpy() * 100 - c.numpy()).ravel()
                             for n, c in zip(noisy, clipped)])
@@ -161,3 +164,30 @@ def test_public_pretraining_then_private_fine_tuning(monkeypatch):
     assert method.privacy_details()["public_pretraining"] == "cifar100"
     assert method.ctx.datasets_used == {"cifar100": "public-test"}
     assert "pre-trained on cifar100" in method.variant()
+
+
+def test_the_mechanism_charges_on_creation_and_runs_no_step_beyond_its_charge():
+    ledger = Ledger()
+    mechanism = NoisyClippedSum(ledger, dataset_size=40, sampling_rate=0.25,
+                                noise_multiplier=2.0, clip_norm=0.5, steps=3, seed=0)
+    [charge] = ledger.charges
+    assert charge.cost == SampledGaussian(2.0, 0.25, 3)
+    assert charge.details == {"clip_norm": 0.5, "dataset_size": 40}
+    batch = tf.function(mechanism.batch)
+    for _ in range(3):
+        batch()
+    with pytest.raises(tf.errors.InvalidArgumentError, match="more steps than its ledger"):
+        batch()
+    with pytest.raises(ValueError, match="needs the run's privacy ledger"):
+        NoisyClippedSum(None, dataset_size=40, sampling_rate=0.25, noise_multiplier=2.0,
+                        clip_norm=0.5, steps=3, seed=0)
+
+
+def test_clip_weights_bound_every_examples_contribution_by_the_charged_norm():
+    """The clipping and the charge read one C: no example's weighted gradient exceeds it."""
+    mechanism = NoisyClippedSum(Ledger(), dataset_size=10, sampling_rate=0.5,
+                                noise_multiplier=1.0, clip_norm=0.5, steps=1, seed=0)
+    norms = tf.constant([0.0, 0.1, 0.5, 0.7, 2.0, 1e6])
+    weighted = (mechanism.clip_weights(norms) * norms).numpy()
+    assert weighted.max() <= 0.5 * (1 + 1e-6)
+    np.testing.assert_allclose(weighted, [0.0, 0.1, 0.5, 0.5, 0.5, 0.5], rtol=1e-6)

@@ -6,6 +6,8 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
+from benchmarks.privacy import Ledger  # noqa: E402
+from benchmarks.privacy.noisy_clipped_sum import NoisyClippedSum  # noqa: E402
 from methods.nn import fast_clipping, models  # noqa: E402
 
 layers = tf.keras.layers
@@ -59,6 +61,12 @@ def randomise_norm_weights(model, rng):
                 v.assign(rng.normal(1.0, 0.5, v.shape).astype("float32"))
 
 
+def clipping_to(clip_norm: float):
+    """The privacy layer's clip weights at ``clip_norm``."""
+    return NoisyClippedSum(Ledger(), dataset_size=1, sampling_rate=1.0, noise_multiplier=1.0,
+                           clip_norm=clip_norm, steps=1, seed=0).clip_weights
+
+
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_fast_norms_and_clipped_sum_match_per_example_tapes(name):
     tf.keras.utils.set_random_seed(1)
@@ -73,7 +81,8 @@ def test_fast_norms_and_clipped_sum_match_per_example_tapes(name):
     want_norms, _ = reference(model, x, labels, np.inf)
     clip_norm = float(np.median(want_norms))  # about half the examples get clipped
     _, want_sum = reference(model, x, labels, clip_norm)
-    grads, norms, _ = fast_clipping.clipped_gradient_sum(model, registry, x, labels, clip_norm)
+    grads, norms, _ = fast_clipping.clipped_gradient_sum(model, registry, x, labels,
+                                                         clipping_to(clip_norm))
 
     np.testing.assert_allclose(norms.numpy(), want_norms, rtol=1e-4)
     for got, want in zip(grads, want_sum):
@@ -93,7 +102,7 @@ def test_clipped_sum_handles_an_empty_poisson_batch():
     model = MODELS["cnn-group"]((10, 10, 1))
     grads, norms, _ = fast_clipping.clipped_gradient_sum(
         model, fast_clipping.make_registry(), tf.zeros((0, 10, 10, 1)),
-        tf.zeros((0,), tf.int32), 1.0)
+        tf.zeros((0,), tf.int32), clipping_to(1.0))
     assert norms.shape == (0,)
     assert all(float(tf.reduce_sum(tf.abs(g))) == 0 for g in grads)
 

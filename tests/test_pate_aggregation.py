@@ -12,7 +12,7 @@ import scipy.integrate
 import scipy.special
 import scipy.stats
 
-from methods.pate_aggregation import confident_gnmax, gnmax, lnmax
+from charged import confident_gnmax, gnmax, lnmax
 
 # The standard normal integration variable: the densest noise a case here needs is
 # sigma = 0.5 with gaps up to 8 votes, i.e. peaks within |z| < 16.

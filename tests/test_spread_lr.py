@@ -8,7 +8,8 @@ from sklearn.datasets import load_digits
 
 from benchmarks.contract import Budget, Split, _REGISTRY
 from benchmarks.privacy import NON_PRIVATE, Accountant, Field, Kind, Neighbours, Protects
-from methods import corruption, spread_lr
+from benchmarks.privacy import local_randomizers as corruption
+from methods import spread_lr
 from methods.spread_lr import (LogisticRegressionClean, LogisticRegressionNoisy,
                                SpreadLogisticRegression)
 

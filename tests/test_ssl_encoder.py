@@ -13,7 +13,9 @@ from benchmarks.contract import Split
 from methods import cluster_priors
 from benchmarks.metrics import prior_quality
 from methods.cluster_priors import fit_clusters, release_cluster_priors
-from methods.mechanisms import rr_with_prior_distribution
+from benchmarks.privacy import Ledger
+from benchmarks.privacy.randomizers import rr_with_prior_distribution
+from charged import noisy_cluster_priors
 from methods.nn import ssl_encoder
 
 TINY = {"epochs": 1, "batch_size": 64, "projection_dim": 16}
@@ -240,14 +242,15 @@ def test_training_labels_reach_the_table_only_through_the_dp_release(monkeypatch
     labels = np.array([2, 2, 0, 1, 1, 2])
     seen = []
 
-    def release(labels, clusters, num_clusters, num_classes, epsilon, rng):
+    def release(ledger, labels, clusters, num_clusters, num_classes, epsilon, rng, **charge):
         seen.append(labels.copy())
         # Anything label-free: then the table must not depend on the labels.
         return np.eye(num_classes)[clusters % num_classes]
 
     monkeypatch.setattr(cluster_priors, "noisy_cluster_priors", release)
-    table = release_cluster_priors(labels, clusters, 4, 3, 0.1, np.random.default_rng(0))
-    shuffled = release_cluster_priors(labels[::-1], clusters, 4, 3, 0.1,
+    table = release_cluster_priors(Ledger(), labels, clusters, 4, 3, 0.1,
+                                   np.random.default_rng(0))
+    shuffled = release_cluster_priors(Ledger(), labels[::-1], clusters, 4, 3, 0.1,
                                       np.random.default_rng(0))
     np.testing.assert_array_equal(table, shuffled)
     np.testing.assert_array_equal(seen[0], labels)
@@ -258,10 +261,13 @@ def test_released_table_matches_each_examples_prior():
     rng = np.random.default_rng(0)
     clusters = rng.integers(0, 5, 200)
     labels = rng.integers(0, 4, 200)
-    table = release_cluster_priors(labels, clusters, 5, 4, 0.5, np.random.default_rng(1))
-    per_example = cluster_priors.noisy_cluster_priors(labels, clusters, 5, 4, 0.5,
-                                                      np.random.default_rng(1))
+    ledger = Ledger()
+    table = release_cluster_priors(ledger, labels, clusters, 5, 4, 0.5,
+                                   np.random.default_rng(1))
+    per_example = noisy_cluster_priors(labels, clusters, 5, 4, 0.5, np.random.default_rng(1))
     np.testing.assert_array_equal(table[clusters], per_example)
+    [charge] = ledger.charges  # every training label, at epsilon_p
+    assert charge.cost.epsilon == 0.5 and len(charge.touches.examples) == 200
 
 
 def test_prior_quality_reads_test_labels_only():
