@@ -23,6 +23,7 @@ from tqdm import tqdm
 from benchmarks import catalogue, datasets
 from benchmarks.context import RunContext
 from benchmarks.contract import Dataset, Split
+from benchmarks.errors import PrivateFailure, PrivboardError
 from benchmarks.metrics import evaluate, prior_quality
 from benchmarks.records import Privacy, RunRecord, done_cells, write_record
 from benchmarks.registry import get_method
@@ -93,6 +94,10 @@ def run_locally(cells: list[Cell], data_dir: Path,
         yield cell, run_cell(cell, slot.get(cell.dataset, data_dir), context)
 
 
+class BudgetExceeded(PrivboardError):
+    """A run whose ledger composes to more than its cell's budget: never published."""
+
+
 class DatasetSlot:
     """One dataset in memory at a time: consecutive cells of a suite share it, and the
     next dataset replaces it."""
@@ -122,8 +127,9 @@ def run_cell(cell: Cell, data: Dataset, context: RunContext) -> RunRecord:
         (_audit if cell.audit else _train_and_evaluate)(cell, data, method, record)
         record.status = "ok"
     except Exception as err:  # one bad cell must not stop the suite
-        record.error = one_line(err)
-        context.diagnose(traceback=traceback.format_exc())
+        record.metrics = {}  # no epsilon covers the numbers of a failed run
+        record.error = public_error(err)
+        context.diagnose(error=one_line(err), traceback=traceback.format_exc())
     record.wall_time_s = round(time.perf_counter() - start, 3)
     record.finished_at = now()
     record.provenance = provenance(numerics())
@@ -170,9 +176,22 @@ def new_record(cell: Cell, fingerprint: str, context: RunContext) -> RunRecord:
 
 
 def one_line(err: BaseException) -> str:
-    """An error as a record keeps it: its type and its message on one line."""
+    """An error on one line: its type and its message."""
     message = " ".join(str(err).split()) or type(err).__name__
     return f"{type(err).__name__}: {message}"
+
+
+def public_error(err: BaseException) -> str:
+    """The error line a record publishes. A PrivboardError speaks of settings, budgets and
+    files, and is shown whole; a PrivateFailure by its public line; any other exception
+    raised inside a method may quote the private data, so only its type is shown (the
+    whole message is in the private diagnostics)."""
+    if isinstance(err, PrivboardError):
+        return one_line(err)
+    if isinstance(err, PrivateFailure):
+        return f"{type(err).__name__}: {err.public}"
+    return (f"{type(err).__name__}: the method failed; its message may quote the training "
+            f"data, so it is kept with the private diagnostics")
 
 
 def released_label_metrics(method, public_labels) -> dict[str, float]:
@@ -204,7 +223,7 @@ def spent_privacy(method, cell: Cell) -> Privacy:
     notion = method.notion_for(cell.budget, method.hparams)
     total = method.spent()
     if not cell.budget.covers(total):
-        raise RuntimeError(f"the ledger's total (epsilon {total.epsilon:.6g}, delta "
+        raise BudgetExceeded(f"the ledger's total (epsilon {total.epsilon:.6g}, delta "
                            f"{total.delta:g}) exceeds the budget (epsilon {cell.epsilon:g}, "
                            f"delta {cell.delta:g})")
     details = {**method.privacy_details(), **total.details}

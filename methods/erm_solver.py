@@ -26,6 +26,8 @@ import math
 import numpy as np
 from scipy import optimize
 
+from benchmarks.errors import PrivateFailure
+
 LOSS_NAMES = ("logistic", "huber")
 _MAX_ITERATIONS = 20_000
 _MAX_NEWTON_STEPS = 20
@@ -144,8 +146,9 @@ def minimise_erm(features: np.ndarray, signs: np.ndarray, loss: MarginLoss,
         newton_steps += 1
     gradient_norm = float(np.linalg.norm(gradient))
     if gradient_norm > target:
-        raise RuntimeError(f"the solver stopped at gradient norm {gradient_norm:.3g} > tolerance "
-                           f"{target:.3g} after {result.nit} L-BFGS iterations ({result.message}) "
-                           f"and {newton_steps} Newton steps; the privacy guarantee assumes the "
-                           f"exact minimiser")
+        raise PrivateFailure(
+            "the solver did not converge to the exact minimiser the guarantee assumes",
+            f"the solver stopped at gradient norm {gradient_norm:.3g} > tolerance "
+            f"{target:.3g} after {result.nit} L-BFGS iterations ({result.message}) and "
+            f"{newton_steps} Newton steps; the privacy guarantee assumes the exact minimiser")
     return ErmSolution(w, gradient_norm, int(result.nit), newton_steps)

@@ -22,9 +22,9 @@ def recording_rr(monkeypatch):
     calls = []
     real = lp_mst.rr_with_prior
 
-    def recording(labels, priors, epsilon, rng):
+    def recording(ledger, labels, priors, epsilon, rng, **charge):
         calls.append((labels.copy(), priors.copy(), epsilon))
-        return real(labels, priors, epsilon, rng)
+        return real(ledger, labels, priors, epsilon, rng, **charge)
 
     monkeypatch.setattr(lp_mst, "rr_with_prior", recording)
     return calls
@@ -48,21 +48,26 @@ def test_every_example_is_randomized_exactly_once_and_charged(tiny, monkeypatch)
     assert (total.epsilon, total.delta, total.composition) == (2.0, 0.0, "pure")
 
 
-def test_a_stage_prior_never_reads_its_own_examples_labels(tiny, monkeypatch):
-    """The stage-2 prior is the stage-1 model's prediction on public inputs: changing
-    the true labels of stage 2's own examples must leave every stage-2 prior unchanged
-    (a prior mixed with the true label, e.g. 0.05 prior + 0.95 one-hot, fails here)."""
+@pytest.mark.parametrize("method, stage", [(LP2ST, 2), (LP3ST, 2), (LP3ST, 3)])
+def test_a_stage_prior_never_reads_the_labels_of_its_stage_or_later(tiny, monkeypatch,
+                                                                     method, stage):
+    """Stage t's prior is the model trained on the earlier stages' released labels,
+    predicting public inputs: changing the true labels of stage t's examples and of every
+    later stage's must leave every stage-t prior unchanged (a prior mixed with the true
+    label, e.g. 0.05 prior + 0.95 one-hot, at any one stage fails here)."""
     calls = recording_rr(monkeypatch)
-    method = LP2ST(Budget(1.0), seed=0, epochs=1, batch_size=64).fit(tiny, 10)
-    first_stage, (stage_two_labels, stage_two_priors, _) = calls[0], calls[1]
-    own = method.ctx.ledger.charges[1].touches.examples  # stage 2's examples
+    fitted = method(Budget(1.0), seed=0, epochs=1, batch_size=64).fit(tiny, 10)
+    before = list(calls)
+    later = np.concatenate([charge.touches.examples
+                            for charge in fitted.ctx.ledger.charges[stage - 1:]])
     relabelled = tiny.y.copy()
-    relabelled[own] = (relabelled[own] + 1 + np.arange(len(own)) % 9) % 10
+    relabelled[later] = (relabelled[later] + 1 + np.arange(len(later)) % 9) % 10
     calls.clear()
-    LP2ST(Budget(1.0), seed=0, epochs=1, batch_size=64).fit(Split(tiny.x, relabelled), 10)
-    np.testing.assert_array_equal(calls[0][0], first_stage[0])  # stage 1 saw the same labels
-    assert not np.array_equal(calls[1][0], stage_two_labels)  # stage 2's labels did change
-    np.testing.assert_array_equal(calls[1][1], stage_two_priors)
+    method(Budget(1.0), seed=0, epochs=1, batch_size=64).fit(Split(tiny.x, relabelled), 10)
+    for t in range(stage - 1):  # the earlier stages saw the same labels
+        np.testing.assert_array_equal(calls[t][0], before[t][0])
+    assert not np.array_equal(calls[stage - 1][0], before[stage - 1][0])  # this one's changed
+    np.testing.assert_array_equal(calls[stage - 1][1], before[stage - 1][1])
 
 
 def test_partition_covers_every_example_once_and_ignores_labels():

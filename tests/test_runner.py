@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from benchmarks import runner
@@ -255,3 +256,52 @@ def test_records_say_how_many_threads_trained_them(tmp_path):
     provenance = [r.provenance for r in read_records(results)]
     assert {p["threads"] for p in provenance} == {1}
     assert all(p["cpu"] and p["cores"] >= 1 for p in provenance)
+
+
+def _run_one(method: str, dataset: str, epsilon: float, **hparams):
+    from benchmarks import datasets
+    from benchmarks.context import RunContext
+    from benchmarks.suites import Cell
+
+    cell = Cell("test", dataset, method, epsilon, 0.0, 0, hparams)
+    return runner.run_cell(cell, datasets.load(dataset), RunContext(seed=0))
+
+
+def test_a_ledger_over_its_budget_fails_the_cell_with_one_line():
+    """A method that charges more than its budget (here 1.5 epsilon) never gets an ok
+    record, whatever its metrics."""
+    from benchmarks.contract import _REGISTRY, Method
+    from benchmarks.privacy import PureEpsilon, labels
+
+    class Overcharging(Method):
+        name = "test-overcharging"
+        paper = "test stand-in"
+        notion = LABEL_DP_PURE
+
+        def fit(self, train, num_classes):
+            self.ctx.ledger.charge("test release", labels(), PureEpsilon(1.5 * self.budget.epsilon))
+            self.num_classes = num_classes
+            return self
+
+        def predict_proba(self, x):
+            return np.full((len(x), self.num_classes), 1 / self.num_classes)
+
+    try:
+        record = _run_one("test-overcharging", "digits", 1.0)
+    finally:
+        _REGISTRY.pop("test-overcharging", None)
+    assert not record.ok and record.metrics == {}
+    assert record.error.startswith("BudgetExceeded: the ledger's total (epsilon 1.5")
+    assert "\n" not in record.error
+
+
+def test_a_failure_inside_a_method_publishes_a_generic_line_and_keeps_the_detail_private():
+    """The solver's trace is a statistic of the private rows: the record's public error
+    line does not quote it, its diagnostics do."""
+    record = _run_one("dp-erm-objective", "breast-cancer", 1.0, gradient_tolerance=1e-300)
+    assert not record.ok
+    assert record.error == ("PrivateFailure: the solver did not converge to the exact "
+                            "minimiser the guarantee assumes")
+    assert "gradient norm" in record.diagnostics["error"]
+    public = json.dumps(record.public_dict())
+    assert "gradient norm" not in public and "L-BFGS" not in public

@@ -170,3 +170,16 @@ def test_refuses_what_it_cannot_stack_or_split(digits):
         train(x, y, [np.arange(8), np.arange(8, 20)])
     with pytest.raises(ValueError, match="disjoint"):
         train(x, y, [np.arange(8), np.arange(4, 12)])
+
+
+@pytest.mark.parametrize("size, teachers, seed", [(12, 3, 0), (1000, 250, 1), (60_000, 250, 7),
+                                                  (101, 10, 3)])
+def test_the_shards_pate_trains_on_are_disjoint_equal_and_seeded(size, teachers, seed):
+    """PATE charges every record once per query because a record is in at most one
+    teacher's shard: check the split itself, not only the guard that trains on it."""
+    shards = ensemble.equal_shards(size, teachers, seed)
+    index = np.concatenate(shards)
+    assert len(shards) == teachers and {len(s) for s in shards} == {size // teachers}
+    assert len(np.unique(index)) == len(index) and 0 <= index.min() and index.max() < size
+    again = ensemble.equal_shards(size, teachers, seed)
+    assert all(np.array_equal(a, b) for a, b in zip(shards, again))

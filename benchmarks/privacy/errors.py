@@ -14,6 +14,16 @@ class InputError(PrivboardError, ValueError):
     """A value that no run can honour (a hyperparameter, a budget, a command argument)."""
 
 
+class PrivateFailure(Exception):
+    """A failure whose message may speak of the private training data (a solver's trace, a
+    statistic of the rows): a record shows only ``public``, a line that speaks of nothing
+    private, and keeps the message with its private diagnostics."""
+
+    def __init__(self, public: str, detail: str) -> None:
+        super().__init__(detail)
+        self.public = public
+
+
 class UnknownName(PrivboardError, LookupError):
     """An unknown method, dataset, suite, mechanism or cell; the message suggests the
     closest known name."""
