@@ -23,11 +23,17 @@ class Protects(enum.Enum):
     LABELS = "labels"
     RECORDS = "inputs and labels"
     NOTHING = "nothing"
-    LOCAL_LABELS_AND_PIXELS = "labels and pixels, each by local randomised response"
+    LOCAL_LABELS_AND_PIXELS = ("labels by local randomised response; pixels by per-pixel "
+                               "randomised response, whose epsilon summed over an image's "
+                               "pixels (in the ledger) protects no image")
     LOCAL_LABELS_GAUSSIAN_PIXELS = ("labels by local randomised response; pixels by "
                                     "Gaussian noise (no epsilon)")
     LOCAL_LABELS_CLEAN_PIXELS = ("labels by local randomised response; pixels NOT "
                                  "protected (the prior reads the clean pixels)")
+
+    @classmethod
+    def _missing_(cls, value):
+        return _RENAMED.get(value)
 
     @property
     def scope(self) -> str:
@@ -61,8 +67,21 @@ class Accountant(enum.Enum):
     PURE_COMPOSITION = ("pure epsilon: parallel composition over disjoint examples, "
                         "sequential otherwise")
     RDP = "RDP accountant (dp_accounting)"
-    LOCAL = "local randomised response: each user's own epsilon, no model-level epsilon"
+    LOCAL = ("local randomised response: each user's release is epsilon-DP for their "
+             "label, and the model, post-processing of the releases, is epsilon-label-DP")
     NONE = "none"
+
+    @classmethod
+    def _missing_(cls, value):
+        return _RENAMED.get(value)
+
+
+# Texts of earlier records, read as the notions they named.
+_RENAMED = {
+    "labels and pixels, each by local randomised response": Protects.LOCAL_LABELS_AND_PIXELS,
+    "local randomised response: each user's own epsilon, no model-level epsilon":
+        Accountant.LOCAL,
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,7 +107,7 @@ class PrivacyNotion:
     def neighbour_words(self) -> str:
         """What separates two neighbouring datasets, in words."""
         unit = {Protects.LABELS: "one example's label"}.get(
-            self.protects, "one record" if self.protects is Protects.RECORDS else "one user's release")
+            self.protects, "one record" if self.protects is Protects.RECORDS else "one user's data")
         if self.neighbours is Neighbours.SUBSTITUTION:
             fixed = " (the dataset size n stays fixed)" if self.protects is Protects.RECORDS else ""
             return f"neighbouring datasets differ in {unit} replaced{fixed}"
