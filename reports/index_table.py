@@ -60,9 +60,18 @@ def audit_of(row) -> dict | None:
     """The audited epsilon of a row's configuration (reports.audits), or None."""
     if pd.isna(row.audited_epsilon):
         return None
+    release = None if pd.isna(row.release_epsilon) else {
+        "bound": float(row.release_epsilon), "ceiling": float(row.release_ceiling),
+        "guesses": int(row.release_guesses), "correct": int(row.release_correct),
+        "where": row.release_where, "flagged": float(row.release_epsilon) > row.epsilon}
     return {"bound": float(row.audited_epsilon), "ceiling": float(row.audit_ceiling),
-            "flagged": bool(row.audit_flagged), "canaries": int(row.audit_canaries),
+            "flagged": bool(row.audit_flagged),
+            "model_flagged": float(row.audited_epsilon) > row.epsilon,
+            "canaries": int(row.audit_canaries),
             "guesses": int(row.audit_guesses), "correct": int(row.audit_correct),
+            "release": release,
+            "strongest": max(float(row.audited_epsilon),
+                             release["bound"] if release else 0.0),
             "overhead": None if pd.isna(row.audit_overhead) else float(row.audit_overhead)}
 
 

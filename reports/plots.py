@@ -16,9 +16,11 @@ from reports.rows import format_epsilon  # noqa: E402
 
 # Where our points sit on the epsilon axis, as (rows column, legend suffix, marker): at
 # the epsilon the runs spent (the ledger's total; a PATE run with a given noise spends
-# what its queries cost), and again at the audited epsilon, the empirical lower bound.
+# what its queries cost), and again at the audited epsilons, the empirical lower bounds
+# from the model and at the release.
 OUR_EPSILONS = (("spent_epsilon", "", "o"),
-                ("audited_epsilon", " at its audited ε lower bound", "|"))
+                ("audited_epsilon", " at its ε lower bound from the model", "|"),
+                ("release_epsilon", " at its ε lower bound at the release", "_"))
 
 
 def plot_dataset(rows: pd.DataFrame, path: Path) -> None:

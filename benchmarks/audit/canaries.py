@@ -86,6 +86,24 @@ class Canaries:
         return centred_ranks(proba[rows, self.labels])
 
 
+    def release_evidence(self, observed: dict[int, tuple], first_row: int
+                         ) -> tuple[np.ndarray, list[str]] | None:
+        """Per label canary, from what a release gave it (``observed``: training row ->
+        (mechanism, group, released label); canary i is row first_row + i): +1 for its
+        second class, -1 for its first, 0 (no guess) for any other label or none; and
+        where the releases were. None when no release of a canary was observed."""
+        if self.kind != LABEL:
+            return None
+        seen = [observed.get(first_row + i) for i in range(len(self))]
+        if not any(seen):
+            return None
+        released = np.array([-1 if s is None else int(s[2]) for s in seen])
+        evidence = (released == self.labels[:, 1]).astype(float) \
+            - (released == self.labels[:, 0]).astype(float)
+        where = sorted({f"{s[0]} ({s[1]})" if s[1] else s[0] for s in seen if s})
+        return evidence, where
+
+
 def kind_for(notion: PrivacyNotion) -> str:
     """The canary whose two coin sides are neighbours under ``notion``."""
     if not notion.private:

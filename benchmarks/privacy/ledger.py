@@ -162,10 +162,28 @@ class Total:
 
 
 class Ledger:
-    """The charges of one run, in the order they were made."""
+    """The charges of one run, in the order they were made; and, for an audit, what the
+    releases gave the rows it watches (its canaries)."""
 
     def __init__(self) -> None:
         self.charges: list[Charge] = []
+        self.watched = np.empty(0, dtype=np.int64)
+        # training-set index -> (mechanism, group, released value): the first release
+        self.observed: dict[int, tuple[str, str, Any]] = {}
+
+    def watch(self, examples: np.ndarray) -> None:
+        """Keep what every later release gives the training rows ``examples``."""
+        self.watched = np.asarray(examples, dtype=np.int64)
+
+    def observe(self, mechanism: str, examples: np.ndarray, released: np.ndarray,
+                group: str = "") -> None:
+        """A release of ``released[i]`` for training row ``examples[i]``; the watched rows'
+        first releases are kept."""
+        if not self.watched.size:
+            return
+        examples = np.asarray(examples)
+        for i in np.flatnonzero(np.isin(examples, self.watched)):
+            self.observed.setdefault(int(examples[i]), (mechanism, group, released[i]))
 
     @staticmethod
     def of(ledger: Any, mechanism: str) -> "Ledger":

@@ -160,6 +160,7 @@ def corrupt(ledger: Ledger, x: np.ndarray, y: np.ndarray, p_f: float, input_nois
                       Unprotected("Gaussian noise on each pixel has no epsilon"),
                       input_variance=float(input_variance))
     noisy_y = flip_labels(y, p_f, rng)
+    ledger.observe("label flip (local randomised response)", np.arange(len(noisy_y)), noisy_y)
     if input_noise == "rr":
         noisy_x = randomise_pixels(to_states(flat), p_f, rng)
     else:

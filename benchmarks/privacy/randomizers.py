@@ -240,14 +240,22 @@ def optimal_k(priors, epsilon) -> np.ndarray:
     return _optimal_k(_sorted_desc(p), _as_epsilon(epsilon))
 
 
-def _charged(ledger, mechanism: str, epsilon: float, examples, rows: int, group: str) -> None:
+def _charged(ledger, mechanism: str, epsilon: float, examples, rows: int, group: str
+             ) -> Ledger:
     """Charge ``epsilon`` to the labels of ``examples``, one index per released row."""
     examples = np.asarray(examples)
     if examples.shape != (rows,):
         raise ValueError(f"{mechanism}: examples must give the training-set index of each of "
                          f"the {rows} rows, got shape {examples.shape}")
-    Ledger.of(ledger, mechanism).charge(mechanism, Touches(Field.LABELS, examples, group),
-                                        PureEpsilon(epsilon))
+    ledger = Ledger.of(ledger, mechanism)
+    ledger.charge(mechanism, Touches(Field.LABELS, examples, group), PureEpsilon(epsilon))
+    return ledger
+
+
+def _observed(ledger: Ledger, mechanism: str, examples, released: np.ndarray,
+              group: str) -> np.ndarray:
+    ledger.observe(mechanism, examples, released, group)
+    return released
 
 
 def rr_top_k(ledger: Ledger, labels, priors, k, epsilon, rng, *, examples,
@@ -260,8 +268,9 @@ def rr_top_k(ledger: Ledger, labels, priors, k, epsilon, rng, *, examples,
     """
     labels, p, eps = _checked(labels, priors, epsilon, whole=False)
     k = _as_k(k, len(p), p.shape[1])
-    _charged(ledger, "RRTop-k", eps, examples, len(labels), group)
-    return _randomize(labels, p, k, eps, _as_rng(rng))
+    ledger = _charged(ledger, "RRTop-k", eps, examples, len(labels), group)
+    return _observed(ledger, "RRTop-k", examples, _randomize(labels, p, k, eps, _as_rng(rng)),
+                     group)
 
 
 def rr_with_prior(ledger: Ledger, labels, priors, epsilon, rng, *, examples,
@@ -271,8 +280,9 @@ def rr_with_prior(ledger: Ledger, labels, priors, epsilon, rng, *, examples,
     epsilon = inf keeps every label.
     """
     labels, p, eps = _checked(labels, priors, epsilon, whole=False)
-    _charged(ledger, "RRWithPrior", eps, examples, len(labels), group)
-    return _randomize(labels, p, None, eps, _as_rng(rng))
+    ledger = _charged(ledger, "RRWithPrior", eps, examples, len(labels), group)
+    return _observed(ledger, "RRWithPrior", examples,
+                     _randomize(labels, p, None, eps, _as_rng(rng)), group)
 
 
 def rr_top_k_distribution(labels, priors, k, epsilon) -> np.ndarray:
@@ -295,8 +305,9 @@ def randomized_response(ledger: Ledger, labels, num_classes, epsilon, rng, *, ex
     n = len(np.atleast_1d(labels))
     uniform = np.broadcast_to(1.0 / num_classes, (n, num_classes))
     labels, p, eps = _checked(labels, uniform, epsilon, whole=False)
-    _charged(ledger, "randomized response", eps, examples, len(labels), group)
-    return _randomize(labels, p, _as_k(num_classes, n, num_classes), eps, _as_rng(rng))
+    ledger = _charged(ledger, "randomized response", eps, examples, len(labels), group)
+    released = _randomize(labels, p, _as_k(num_classes, n, num_classes), eps, _as_rng(rng))
+    return _observed(ledger, "randomized response", examples, released, group)
 
 
 def cluster_histogram_noise(epsilon):
