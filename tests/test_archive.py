@@ -20,8 +20,8 @@ from benchmarks.suites import load_suite
 
 ROOT = Path(__file__).parent.parent
 SMOKE = archive.ARCHIVE / "smoke"
-# An archived spread-LR record of the smoke suite.
-CELL = "41c8fbc4a32f81ad95af"
+# An archived DP-ERM record of the smoke suite.
+CELL = "a072e5ec225ec5e56d54"
 
 
 @pytest.fixture
@@ -74,7 +74,7 @@ def test_a_record_measured_with_uncommitted_changes_is_refused(results, tmp_path
 
 
 def _edit(store: Path, change, keep_digest: bool = False) -> Path:
-    """Change the archived spread-LR record with ``change`` (a function of its JSON);
+    """Change the archived DP-ERM record with ``change`` (a function of its JSON);
     unless ``keep_digest``, its manifest entry is updated as if the change were honest."""
     path = store / "smoke" / f"{CELL}.json"
     data = json.loads(path.read_text())
@@ -131,7 +131,8 @@ def test_a_cell_archived_and_run_here_counts_once(store, results, tmp_path):
     assert main(["report", "--results", str(local), "--archive", str(store),
                  "--out", str(site)]) == 0
     rows = pd.read_csv(site / "rows.csv", dtype={"cell": str})
-    mine = rows[(rows.suite == "smoke") & (rows.method == "spread-lr")]
+    config = json.loads((results / f"{CELL}.json").read_text())["config_id"]
+    mine = rows[rows.cell == config]
     assert list(mine.n) == [1] and list(mine.source) == ["both"]
     assert set(rows[rows.suite == "smoke"].source) == {"archived", "both"}
 
