@@ -18,6 +18,7 @@ import pytest
 
 from benchmarks.privacy.erm_noise import (exponential_mechanism_probabilities,
                                           objective_calibration, output_noise_rate)
+from benchmarks.errors import PrivateFailure
 from methods.erm_solver import MarginLoss, minimise_erm
 
 LOSSES = [MarginLoss("logistic"), MarginLoss("huber", 0.5), MarginLoss("huber", 0.1)]
@@ -248,5 +249,7 @@ def test_solver_refuses_a_solution_short_of_the_tolerance():
     x, signs = _unit_rows(rng, 30, 3), rng.choice([-1.0, 1.0], 30)
     solution = minimise_erm(x, signs, MarginLoss("logistic"), 0.1, None, 1e-9)
     assert solution.gradient_norm <= 1e-9
-    with pytest.raises(RuntimeError, match="exact minimiser"):
+    with pytest.raises(PrivateFailure, match="exact minimiser") as refused:
         minimise_erm(x, signs, MarginLoss("logistic"), 0.1, None, 1e-30)
+    assert refused.value.public.startswith("the solver did not converge")
+    assert "gradient norm" not in refused.value.public

@@ -39,9 +39,9 @@ def recorded_priors(monkeypatch):
     calls = []
     real = lp_mst.rr_with_prior
 
-    def recording(labels, priors, epsilon, rng):
+    def recording(ledger, labels, priors, epsilon, rng, **charge):
         calls.append((priors.copy(), epsilon))
-        return real(labels, priors, epsilon, rng)
+        return real(ledger, labels, priors, epsilon, rng, **charge)
 
     monkeypatch.setattr(lp_mst, "rr_with_prior", recording)
     return calls
@@ -68,7 +68,7 @@ def test_the_prior_reads_the_noisy_histograms_not_the_labels(digits, data_dir, m
     """With the release replaced by a label-free table, other training labels must give
     bit-identical first-stage priors. A prior built from the noiseless histograms, or
     mixed with an example's own label, changes with the labels and fails here."""
-    def release(labels, clusters, num_clusters, num_classes, epsilon, rng):
+    def release(ledger, labels, clusters, num_clusters, num_classes, epsilon, rng):
         return np.random.default_rng(7).dirichlet(np.ones(num_classes), num_clusters)
 
     monkeypatch.setattr(cluster_priors, "release_cluster_priors", release)
@@ -80,7 +80,8 @@ def test_the_prior_reads_the_noisy_histograms_not_the_labels(digits, data_dir, m
     (honest, _), (scrambled, _) = calls
     np.testing.assert_array_equal(honest, scrambled)
     # Each example's prior is its cluster's row of the released table.
-    stage_one = method.ctx.ledger.charges[1].touches.examples
+    [stage_one] = [charge.touches.examples for charge in method.ctx.ledger.charges
+                   if charge.mechanism == "RRWithPrior"]
     np.testing.assert_array_equal(honest, method.prior_table[method.clusters.train[stage_one]])
 
 
@@ -89,9 +90,9 @@ def test_the_histograms_are_released_at_epsilon_prior_from_the_training_labels(
     seen = []
     real = cluster_priors.release_cluster_priors
 
-    def spying(labels, clusters, num_clusters, num_classes, epsilon, rng):
+    def spying(ledger, labels, clusters, num_clusters, num_classes, epsilon, rng):
         seen.append((labels.copy(), epsilon))
-        return real(labels, clusters, num_clusters, num_classes, epsilon, rng)
+        return real(ledger, labels, clusters, num_clusters, num_classes, epsilon, rng)
 
     monkeypatch.setattr(cluster_priors, "release_cluster_priors", spying)
     fitted(LP2STSSLPrior, digits[0], data_dir, epsilon_prior=0.1)
