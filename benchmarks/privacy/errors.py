@@ -29,7 +29,16 @@ class UnknownName(PrivboardError, LookupError):
     closest known name."""
 
 
+# Past this many known names, an error line counts them instead of listing them all.
+LISTED_NAMES = 20
+
+
 def unknown(kind: str, name: str, known: list[str]) -> UnknownName:
     close = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
-    hint = f"; did you mean {close[0]!r}?" if close else f"; known: {', '.join(sorted(known))}"
+    if close:
+        hint = f"; did you mean {close[0]!r}?"
+    elif len(known) > LISTED_NAMES:
+        hint = f"; {len(known)} are known, e.g. {', '.join(sorted(known)[:3])}"
+    else:
+        hint = f"; known: {', '.join(sorted(known))}"
     return UnknownName(f"unknown {kind} {name!r}{hint}")
