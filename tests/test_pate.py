@@ -44,8 +44,20 @@ def cache(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def honest(digits, cache):
-    return run(digits, "pate-confident-gnmax", cache)
+def honest_runs(digits, cache):
+    """Each method's run on the true labels, made once for the module on demand."""
+    runs = {}
+
+    def honest_run(method: str):
+        if method not in runs:
+            runs[method] = run(digits, method, cache)
+        return runs[method]
+    return honest_run
+
+
+@pytest.fixture(scope="module")
+def honest(honest_runs):
+    return honest_runs("pate-confident-gnmax")
 
 
 def test_the_public_part_is_inputs_only_and_left_out_of_the_evaluation(digits, honest):
@@ -58,8 +70,8 @@ def test_the_public_part_is_inputs_only_and_left_out_of_the_evaluation(digits, h
 
 
 def test_confident_gnmax_charges_the_check_on_every_asked_query_gnmax_on_answered(
-        digits, tmp_path):
-    method = get_method("pate-confident-gnmax")(BUDGET, context=RunContext(data_dir=tmp_path),
+        digits, cache):
+    method = get_method("pate-confident-gnmax")(BUDGET, context=RunContext(data_dir=cache),
                                                **TINY, answered_target=20)
     method.fit(digits.train, 10, public_x=digits.test.x[:200])
     check, answer, release = method.ctx.ledger.charges
@@ -74,10 +86,10 @@ def test_confident_gnmax_charges_the_check_on_every_asked_query_gnmax_on_answere
     assert len(indices) == 20 and indices.max() < asked and (labels >= 0).all()
 
 
-def test_the_noise_meets_a_target_epsilon_in_the_worst_case(digits, tmp_path):
+def test_the_noise_meets_a_target_epsilon_in_the_worst_case(digits, cache):
     """Calibrated without looking at the votes: every query asked and answered would
     still spend no more than the budget."""
-    method = get_method("pate-gnmax")(BUDGET, context=RunContext(data_dir=tmp_path), **{
+    method = get_method("pate-gnmax")(BUDGET, context=RunContext(data_dir=cache), **{
         key: value for key, value in TINY.items() if key not in ("threshold", "sigma1")})
     method.fit(digits.train, 10, public_x=digits.test.x[:200])
     worst = (80 * analysis.gnmax_rdp(method.details["sigma2"])
@@ -109,21 +121,22 @@ def garbled(digits: Dataset) -> Dataset:
                    Split(digits.test.x, y), digits.fingerprint)
 
 
-def check_no_public_label_is_read(method: str, digits, data_dir, monkeypatch) -> None:
+def check_no_public_label_is_read(method: str, digits, honest_runs, cache,
+                                  monkeypatch) -> None:
     """Run with the true public labels and with garbage in their place (served by every
     way a method could reach the dataset): the student must not change."""
-    honest = run(digits, method, data_dir)
+    honest = honest_runs(method)
     bad = garbled(digits)
     monkeypatch.setattr(datasets, "load", lambda name, data_dir=None: bad)
-    swapped = run_cell(cell(method), bad, RunContext(seed=0, data_dir=data_dir))
+    swapped = run_cell(cell(method), bad, RunContext(seed=0, data_dir=cache))
     assert honest.ok and swapped.ok
     assert swapped.metrics["accuracy_pct"] == honest.metrics["accuracy_pct"], (
         f"{method}: a public label reached the student")
 
 
 @pytest.mark.parametrize("method", ["pate-confident-gnmax", "pate-plus-plus"])
-def test_no_student_reads_a_public_label(method, digits, cache, monkeypatch):
-    check_no_public_label_is_read(method, digits, cache, monkeypatch)
+def test_no_student_reads_a_public_label(method, digits, honest_runs, cache, monkeypatch):
+    check_no_public_label_is_read(method, digits, honest_runs, cache, monkeypatch)
 
 
 class PeekingStudent(pate.PateConfidentGnmax):
@@ -138,8 +151,10 @@ class PeekingStudent(pate.PateConfidentGnmax):
         return super().fit(train, num_classes, public_x)
 
 
-def test_the_label_check_catches_a_student_given_the_true_labels(digits, cache, monkeypatch):
+def test_the_label_check_catches_a_student_given_the_true_labels(digits, honest_runs, cache,
+                                                                 monkeypatch):
     monkeypatch.setitem(_REGISTRY, "peeking-student", PeekingStudent)
     monkeypatch.setattr(PeekingStudent, "name", "peeking-student", raising=False)
     with pytest.raises(AssertionError, match="a public label reached the student"):
-        check_no_public_label_is_read("peeking-student", digits, cache, monkeypatch)
+        check_no_public_label_is_read("peeking-student", digits, honest_runs, cache,
+                                      monkeypatch)

@@ -25,9 +25,11 @@ def small_chain(input_shape, num_classes):
     return tf.keras.Model(inputs, layers.Dense(num_classes)(h), name="small_chain")
 
 
-@pytest.fixture(autouse=True)
-def registered(monkeypatch):
-    monkeypatch.setitem(models.BUILDERS, "small_chain", small_chain)
+@pytest.fixture(autouse=True, scope="module")
+def registered():
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(models.BUILDERS, "small_chain", small_chain)
+        yield
 
 
 @pytest.fixture(scope="module")
@@ -47,6 +49,12 @@ def train(x, y, shards, **overrides):
 
 def weights(teachers, t):
     return teachers.stack.teacher_weights(t)
+
+
+@pytest.fixture(scope="module")
+def trained(digits):
+    """The ensemble of the default settings on the digits, for the tests that only read it."""
+    return train(digits.train.x, digits.train.y, shards_of(len(digits.train.x)))
 
 
 @pytest.mark.parametrize("name, shape", [("small_chain", (8, 8, 1)),
@@ -119,9 +127,9 @@ def test_adam_steps_equal_separate_keras_fits(digits):
             np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
 
 
-def test_teacher_depends_only_on_its_shard(digits):
+def test_teacher_depends_only_on_its_shard(digits, trained):
     x, y, shards = digits.train.x.copy(), digits.train.y.copy(), shards_of(len(digits.train.x))
-    original = train(x, y, shards)
+    original = trained
     changed = 1
     x[shards[changed]] = x[shards[changed]][::-1]
     y[shards[changed]] = (y[shards[changed]] + 1) % CLASSES
@@ -138,8 +146,8 @@ def test_teacher_depends_only_on_its_shard(digits):
             assert np.array_equal(a[t], b[t])
 
 
-def test_votes_count_the_teachers_predictions(digits):
-    teachers = train(digits.train.x, digits.train.y, shards_of(len(digits.train.x)))
+def test_votes_count_the_teachers_predictions(digits, trained):
+    teachers = trained
     predictions = teachers.predictions(digits.test.x)
     votes = teachers.votes(digits.test.x)
     assert votes.shape == (len(digits.test.x), CLASSES)
@@ -148,9 +156,9 @@ def test_votes_count_the_teachers_predictions(digits):
         np.testing.assert_array_equal(votes[:, c], (predictions == c).sum(axis=0))
 
 
-def test_equal_seeds_give_equal_ensembles(digits):
+def test_equal_seeds_give_equal_ensembles(digits, trained):
     x, y, shards = digits.train.x, digits.train.y, shards_of(len(digits.train.x))
-    first, second, other = train(x, y, shards), train(x, y, shards), train(x, y, shards, seed=4)
+    first, second, other = trained, train(x, y, shards), train(x, y, shards, seed=4)
     for t in range(TEACHERS):
         assert all(np.array_equal(w, v) for w, v in zip(weights(first, t), weights(second, t)))
         assert not np.array_equal(weights(first, t)[0], weights(other, t)[0])
