@@ -116,29 +116,38 @@ def load(archive: Path = ARCHIVE) -> list[RunRecord]:
 
 def _load_suite(folder: Path) -> Iterator[RunRecord]:
     manifest = read_manifest(folder)
-    listed = manifest["records"]
+    yield from listed_records(folder, manifest["records"], folder / MANIFEST, "archive file",
+                              ArchiveError)
+
+
+def listed_records(folder: Path, listed: dict[str, dict[str, Any]], manifest: Path,
+                   what: str, error: type[PrivboardError]) -> Iterator[RunRecord]:
+    """The records a manifest lists in ``folder`` (file name -> its cell_id and sha256
+    digest), each checked: listed, as digested, a record of the schema without private
+    diagnostics, and the cell its name and manifest give. ``error`` (one line naming the
+    file, ``what`` it is) for anything else."""
     for path in sorted(folder.glob("*.json")):
-        if path.name not in (MANIFEST, CATALOGUE) and path.name not in listed:
-            raise ArchiveError(f"archive file {path} is not listed in {folder / MANIFEST}")
+        if path.name not in (manifest.name, CATALOGUE) and path.name not in listed:
+            raise error(f"{what} {path} is not listed in {manifest}")
     for name, entry in listed.items():
         path = folder / name
         try:
             text = path.read_text()
         except OSError:
-            raise ArchiveError(f"archive file {path}, listed in its manifest, is missing "
-                               f"or unreadable") from None
+            raise error(f"{what} {path}, listed in its manifest, is missing "
+                        f"or unreadable") from None
         if digest(text) != entry.get("sha256"):
-            raise ArchiveError(f"archive file {path} does not match its digest in "
-                               f"{folder / MANIFEST}: it was changed after archiving")
+            raise error(f"{what} {path} does not match its digest in {manifest}: it was "
+                        f"changed after it was written")
         try:
             data = json.loads(text)
             if isinstance(data, dict) and "diagnostics" in data:
-                raise ArchiveError(f"archive file {path} holds private diagnostics")
+                raise error(f"{what} {path} holds private diagnostics")
             record = RunRecord.from_dict(data, path)
         except (json.JSONDecodeError, RecordError) as err:
-            raise ArchiveError(str(err) if isinstance(err, RecordError)
-                               else f"archive file {path} is not JSON ({err})") from None
+            raise error(str(err) if isinstance(err, RecordError)
+                        else f"{what} {path} is not JSON ({err})") from None
         if record.cell_id != entry.get("cell_id") or path.stem != record.cell_id:
-            raise ArchiveError(f"archive file {path} holds cell {record.cell_id}, not the "
-                               f"cell its name and manifest give")
+            raise error(f"{what} {path} holds cell {record.cell_id}, not the "
+                        f"cell its name and manifest give")
         yield record

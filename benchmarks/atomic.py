@@ -1,11 +1,15 @@
-"""Atomic file writes: a reader sees the old file or the whole new one, never a part."""
+"""Atomic writes of files and folders: a reader sees the old one or the whole new one, never
+a part."""
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import IO, Iterator
+
+from benchmarks.errors import InputError
 
 
 @contextlib.contextmanager
@@ -25,4 +29,28 @@ def atomic_write(path: Path, mode: str = "w") -> Iterator[IO]:
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@contextlib.contextmanager
+def atomic_folder(path: Path) -> Iterator[Path]:
+    """Fill a staging folder beside ``path``, then swap it in whole: a reader sees the old
+    folder or the whole new one, and a failure leaves the old one (or nothing).
+
+    A kill at any moment leaves at most a hidden ``.NAME.staging-*`` folder beside it.
+    """
+    if path.exists() and not path.is_dir():
+        raise InputError(f"{path} exists and is not a directory")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.staging-"))
+    try:
+        yield staging
+        os.chmod(staging, 0o755)  # mkdtemp makes it private; the folder is meant to be read
+        old = path.with_name(f".{path.name}.old-{os.getpid()}")
+        if path.exists():
+            path.rename(old)
+        staging.rename(path)
+        shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
         raise

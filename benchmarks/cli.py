@@ -110,6 +110,12 @@ def _verify(args: argparse.Namespace) -> int:
     return verify.run(args)
 
 
+def _submit(args: argparse.Namespace) -> int:
+    from benchmarks import submit
+
+    return submit.run(args)
+
+
 def _report(args: argparse.Namespace) -> int:
     import reports
 
@@ -250,6 +256,24 @@ def parser() -> argparse.ArgumentParser:
     verify.add_argument("--no-archive", action="store_true",
                         help="look for the cell in the results folder only")
     verify.set_defaults(func=_verify)
+
+    submit = sub.add_parser(
+        "submit", help="check a method from another package and bundle its results",
+        description="Check a method that an installed package registers through the "
+                    "privboard.methods entry point, and write a bundle that 'privboard "
+                    "report --results BUNDLE' shows beside the archive: the method contract "
+                    "on tiny data, the suite's cells of the method, an audit of each "
+                    "private configuration at its notion (at the release too, where the "
+                    "privacy layer's mechanisms ran), each record's epsilon against its "
+                    "ledger's composition, and every mechanism of the layer against the "
+                    "run's ledger. Exit code 0 when every check holds, 1 with one line "
+                    "per failed check.")
+    from benchmarks.submit import add_arguments as add_submit_arguments
+
+    add_submit_arguments(submit)
+    with_seeds(submit)
+    with_data(submit)
+    submit.set_defaults(func=_submit)
 
     report = sub.add_parser("report", help="build the HTML leaderboard from run records")
     from reports import add_arguments as add_report_arguments

@@ -106,7 +106,9 @@ class Method:
         if unknown:
             raise InputError(f"{self.name}: unknown hyperparameter(s) {unknown}; "
                              f"known: {sorted(self.defaults)}")
-        self.budget = budget
+        # Made again, so checked again: a budget forged past Budget's own checks (epsilon
+        # <= 0 or NaN) never reaches a fit.
+        self.budget = Budget(budget.epsilon, budget.delta)
         self.ctx = context if context is not None else RunContext(seed=int(seed))
         self.hparams = {**self.defaults, **hparams}
 

@@ -26,9 +26,9 @@ from tqdm import tqdm
 
 from benchmarks import datasets
 from benchmarks.context import RunContext
-from benchmarks.errors import InputError, PrivboardError
+from benchmarks.errors import InputError, PrivboardError, one_line
 from benchmarks.records import RunRecord
-from benchmarks.runner import DatasetSlot, new_record, now, one_line, provenance, run_cell
+from benchmarks.runner import DatasetSlot, new_record, now, provenance, run_cell
 from benchmarks.suites import Cell
 
 DEFAULT_RETRIES = 3  # Ray's own default for tasks whose worker dies

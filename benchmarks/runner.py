@@ -21,9 +21,10 @@ import numpy as np
 from tqdm import tqdm
 
 from benchmarks import catalogue, datasets
+from benchmarks.audit.training import CONFIDENCE as AUDIT_CONFIDENCE
 from benchmarks.context import RunContext
 from benchmarks.contract import Dataset, Split
-from benchmarks.errors import PrivateFailure, PrivboardError
+from benchmarks.errors import PrivboardError, one_line, public_error
 from benchmarks.metrics import evaluate, prior_quality
 from benchmarks.records import Privacy, RunRecord, done_cells, write_record
 from benchmarks.registry import get_method
@@ -88,10 +89,15 @@ def run_locally(cells: list[Cell], data_dir: Path,
     """The local executor: one cell after another in this process."""
     slot = DatasetSlot()
     for cell in cells:
-        bar.set_description(cell.describe())
-        context = RunContext(seed=cell.seed, data_dir=data_dir,
-                             progress=lambda m: bar.set_postfix_str(m))
-        yield cell, run_cell(cell, slot.get(cell.dataset, data_dir), context)
+        yield cell, run_cell(cell, slot.get(cell.dataset, data_dir),
+                             local_context(cell, data_dir, bar))
+
+
+def local_context(cell: Cell, data_dir: Path, bar: tqdm) -> RunContext:
+    """The context of a cell trained in this process, its progress shown on ``bar``."""
+    bar.set_description(cell.describe())
+    return RunContext(seed=cell.seed, data_dir=data_dir,
+                      progress=lambda m: bar.set_postfix_str(m))
 
 
 class BudgetExceeded(PrivboardError):
@@ -114,9 +120,11 @@ class DatasetSlot:
         return self._data
 
 
-def run_cell(cell: Cell, data: Dataset, context: RunContext) -> RunRecord:
-    """Train and evaluate one cell, or audit it when it is an audited twin. Errors become
-    a failed record; an interrupt (Ctrl-C) propagates and writes nothing."""
+def run_cell(cell: Cell, data: Dataset, context: RunContext,
+             audit_confidence: float = AUDIT_CONFIDENCE) -> RunRecord:
+    """Train and evaluate one cell, or audit it when it is an audited twin (its bounds at
+    ``audit_confidence``). Errors become a failed record; an interrupt (Ctrl-C)
+    propagates and writes nothing."""
     pin_threads()  # before the cell's first TensorFlow op
     context.datasets_used[data.name] = data.fingerprint
     record = new_record(cell, data.fingerprint, context)
@@ -124,7 +132,10 @@ def run_cell(cell: Cell, data: Dataset, context: RunContext) -> RunRecord:
     try:
         method = get_method(cell.method)(cell.budget, context=context, **cell.hparams)
         record.variant = method.variant()
-        (_audit if cell.audit else _train_and_evaluate)(cell, data, method, record)
+        if cell.audit:
+            _audit(cell, data, method, record, audit_confidence)
+        else:
+            _train_and_evaluate(cell, data, method, record)
         record.status = "ok"
     except Exception as err:  # one bad cell must not stop the suite
         record.metrics = {}  # no epsilon covers the numbers of a failed run
@@ -150,13 +161,13 @@ def _train_and_evaluate(cell: Cell, data: Dataset, method, record: RunRecord) ->
     record.privacy = spent_privacy(method, cell)
 
 
-def _audit(cell: Cell, data: Dataset, method, record: RunRecord) -> None:
+def _audit(cell: Cell, data: Dataset, method, record: RunRecord, confidence: float) -> None:
     """The audited twin: the same training with canaries planted (``method`` is the
     instance whose context the audit trains in); its ledger must cover the budget."""
     from benchmarks.audit.training import audit_training
 
     result = audit_training(cell.method, data, cell.budget, cell.hparams, method.ctx,
-                            model=method)
+                            confidence=confidence, model=method)
     record.audit = result.as_dict()
     record.privacy = spent_privacy(method, cell)
 
@@ -173,25 +184,6 @@ def new_record(cell: Cell, fingerprint: str, context: RunContext) -> RunRecord:
         privacy=Privacy(method_cls.notion_for(cell.budget, cell.hparams)),
         datasets_used=context.datasets_used, diagnostics=context.diagnostics,
         kind="audit" if cell.audit else "run", started_at=now())
-
-
-def one_line(err: BaseException) -> str:
-    """An error on one line: its type and its message."""
-    message = " ".join(str(err).split()) or type(err).__name__
-    return f"{type(err).__name__}: {message}"
-
-
-def public_error(err: BaseException) -> str:
-    """The error line a record publishes. A PrivboardError speaks of settings, budgets and
-    files, and is shown whole; a PrivateFailure by its public line; any other exception
-    raised inside a method may quote the private data, so only its type is shown (the
-    whole message is in the private diagnostics)."""
-    if isinstance(err, PrivboardError):
-        return one_line(err)
-    if isinstance(err, PrivateFailure):
-        return f"{type(err).__name__}: {err.public}"
-    return (f"{type(err).__name__}: the method failed; its message may quote the training "
-            f"data, so it is kept with the private diagnostics")
 
 
 def released_label_metrics(method, public_labels) -> dict[str, float]:

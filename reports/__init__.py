@@ -2,7 +2,9 @@
 static folder (no server, no CDN) that works from the file system or any static host.
 
 The records are the archive's (our committed results, benchmarks.archive) and a local
-results folder's. Everything else a page says comes from the catalogues written beside
+results folder's, or a third-party submission's (a bundle of ``privboard submit``,
+benchmarks.bundle, shown only when every check of it held and its files match their
+digests). Everything else a page says comes from the catalogues written beside
 them (benchmarks.catalogue) and from ``baselines/``: a report reads neither the method
 registry nor the data folder, and imports neither TensorFlow nor any module that does,
 so it builds in seconds on a machine that has neither.
@@ -10,15 +12,14 @@ so it builds in seconds on a machine that has neither.
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 from baselines import load_claims, load_dataset_notes, load_published
 from benchmarks import archive as archive_store
+from benchmarks import bundle
 from benchmarks import catalogue as catalogues
+from benchmarks.atomic import atomic_folder
 from benchmarks.errors import PrivboardError
 from reports.audits import attach_audits
 from reports.claims import check_claims
@@ -32,9 +33,10 @@ DEFAULT_RESULTS = Path("results")
 
 def build(results: Path | None, out: Path, tolerance: float = 1.0,
           current_configs: set[str] | None = None, show_superseded: bool = False,
-          archive: Path | None = None) -> Path:
-    """Build the site into ``out`` from the records of ``archive`` and ``results``
-    (either may be None) and return the path of its index.html.
+          archive: Path | None = None, submission: bundle.Submission | None = None) -> Path:
+    """Build the site into ``out`` from the records of ``archive``, ``results`` and a
+    checked ``submission`` (benchmarks.bundle; its rows are third-party), any of them
+    None, and return the path of its index.html.
 
     Records whose configuration is not current are superseded: left out of every table,
     plot and claim unless ``show_superseded``, and counted in a notice. The current
@@ -51,13 +53,19 @@ def build(results: Path | None, out: Path, tolerance: float = 1.0,
     claims = load_claims()
     notes = load_dataset_notes()
     archived = archive_store.load(archive) if archive is not None else []
-    catalogue = catalogues.merged(catalogues.read(folder) for folder in (archive, results)
-                                  if folder is not None and folder.is_dir())
+    ours = [catalogues.read(folder) for folder in (archive, results)
+            if folder is not None and folder.is_dir()]
+    if submission is not None and any(submission.method in found["methods"]
+                                      for found in ours if found):
+        raise ReportError(f"bundle {submission.folder} is refused: {submission.method} is "
+                          f"the name of one of privboard's own methods")
+    catalogue = catalogues.merged([*ours, submission and submission.catalogue])
     if current_configs is None and catalogue["configurations"]:
         current_configs = set(catalogue["configurations"])
     defaults_of = {name: facts["defaults"] for name, facts in catalogue["methods"].items()}
     records = load_records(results, metric_by_dataset(published), current_configs,
-                           archived, defaults_of)
+                           archived, defaults_of,
+                           submission.records if submission is not None else ())
     superseded = records[records["superseded"]]
     shown = records if show_superseded else records[~records["superseded"]]
     runs = shown[shown["record_kind"] == "run"]
@@ -71,39 +79,41 @@ def build(results: Path | None, out: Path, tolerance: float = 1.0,
     # matplotlib is slow to import: --help and bad input stay instant without it.
     from reports.render import write_site
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.building-"))
-    try:
+    with atomic_folder(out) as staging:
         write_site(staging, rows, shown, published, checked, notes, tolerance,
-                   _sources(archive, results), notice, catalogue)
-        _swap_in(staging, out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+                   _sources(archive, results, submission), notice, catalogue,
+                   submission_facts(submission))
     return out / "index.html"
 
 
-def _swap_in(staging: Path, out: Path) -> None:
-    if out.exists() and not out.is_dir():
-        raise ReportError(f"{out} exists and is not a directory")
-    os.chmod(staging, 0o755)  # mkdtemp makes it private; a site is meant to be read
-    old = out.with_name(f".{out.name}.old-{os.getpid()}")
-    if out.exists():
-        out.rename(old)
-    staging.rename(out)
-    shutil.rmtree(old, ignore_errors=True)
-
-
-def _sources(archive: Path | None, results: Path | None) -> list[str]:
+def _sources(archive: Path | None, results: Path | None,
+             submission: bundle.Submission | None) -> list[str]:
     """Where the site's records came from, as its index says."""
     return ([f"the archive ({archive})"] if archive is not None else []) + (
-        [f"this machine's results ({results})"] if results is not None else [])
+        [f"this machine's results ({results})"] if results is not None else []) + (
+        [f"the third-party submission of {submission.package} ({submission.folder})"]
+        if submission is not None else [])
+
+
+def submission_facts(submission: bundle.Submission | None) -> dict | None:
+    """What the pages say of a submission beside its rows."""
+    if submission is None:
+        return None
+    manifest = submission.manifest
+    return {"method": submission.method, "package": submission.package,
+            "entry_point": manifest["plugin"]["entry_point"],
+            "accounting": manifest["accounting"],
+            "self_accounted": manifest["accounting"] == bundle.SELF_ACCOUNTED,
+            "own_charges": manifest.get("own_charges", []),
+            "source_digest": manifest["source"]["sha256"],
+            "checks": len(manifest["checks"]), "command": manifest["command"]}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--results", type=Path, default=None, metavar="DIR",
                         help=f"folder of run records of this machine (default: "
-                             f"{DEFAULT_RESULTS}, when it exists)")
+                             f"{DEFAULT_RESULTS}, when it exists), or a bundle of privboard "
+                             f"submit, whose rows are shown as third-party")
     parser.add_argument("--archive", type=Path, default=archive_store.ARCHIVE,
                         metavar="DIR", help="the archive of committed records (default: "
                                             "the repository's reports/archive)")
@@ -127,8 +137,11 @@ def run(args: argparse.Namespace) -> int:
     if archive is None and results is None:
         raise ReportError(f"no records to report: no archive and no {DEFAULT_RESULTS}/ "
                           f"folder (give --results DIR)")
+    submission = None
+    if results is not None and bundle.is_bundle(results):
+        submission, results = bundle.load(results), None
     index = build(results, args.out, args.tolerance, show_superseded=args.show_superseded,
-                  archive=archive)
+                  archive=archive, submission=submission)
     print(f"leaderboard written to {index}")
     return 0
 

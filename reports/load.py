@@ -26,7 +26,7 @@ RECORD_COLUMNS = ("path", "status", "suite", "dataset", "method", "variant", "mo
                   *NOTION_FIELDS, "superseded", "audit", "record_kind", "source", "wall_time_s",
                   "record")
 # Where a record was found.
-ARCHIVED, LOCAL, BOTH = "archived", "this machine", "both"
+ARCHIVED, LOCAL, BOTH, THIRD_PARTY = "archived", "this machine", "both", "third-party"
 
 
 class ReportError(PrivboardError):
@@ -36,9 +36,11 @@ class ReportError(PrivboardError):
 def load_records(results: Path | None, metric_of: Mapping[str, str],
                  current_configs: set[str] | None = None,
                  archived: list[RunRecord] = (),
-                 defaults_of: Mapping[str, dict] | None = None) -> pd.DataFrame:
-    """One row per record of the archive (``archived``) and of ``results`` (if not
-    None); ``value`` is the dataset's headline metric (NaN if failed or not a run).
+                 defaults_of: Mapping[str, dict] | None = None,
+                 submitted: list[RunRecord] = ()) -> pd.DataFrame:
+    """One row per record of the archive (``archived``), of ``results`` (if not None)
+    and of a checked submission (``submitted``: third-party); ``value`` is the dataset's
+    headline metric (NaN if failed or not a run).
     With ``current_configs``, records of any other configuration are superseded.
     ``defaults_of`` (the catalogue's method defaults) names the model of a record whose
     settings left it at the method's default."""
@@ -47,6 +49,7 @@ def load_records(results: Path | None, metric_of: Mapping[str, str],
     kept = {record.cell_id for record in archived}
     found = [(record, BOTH if record.cell_id in here else ARCHIVED) for record in archived]
     found += [(record, LOCAL) for record in local if record.cell_id not in kept]
+    found += [(record, THIRD_PARTY) for record in submitted]
     rows = [_flatten(record, metric_of, current_configs, defaults_of or {}, source)
             for record, source in found]
     records = pd.DataFrame(rows, columns=list(RECORD_COLUMNS))

@@ -45,7 +45,9 @@ _env.filters["sortkey"] = sort_key
 def write_site(site: Path, rows: pd.DataFrame, records: pd.DataFrame,
                published: pd.DataFrame, claims: list[dict], notes: dict[str, str],
                tolerance: float, sources: list[str], notice: dict,
-               catalogue: dict) -> None:
+               catalogue: dict, submission: dict | None = None) -> None:
+    """``submission``: the facts of a third-party bundle whose records are among
+    ``records`` (reports.submission_facts), said beside its rows."""
     for folder in ("cells", "methods", "datasets", "records", "plots"):
         (site / folder).mkdir(parents=True)
     shutil.copytree(STATIC, site / "assets")
@@ -69,14 +71,16 @@ def write_site(site: Path, rows: pd.DataFrame, records: pd.DataFrame,
         _render(site / "methods" / f"{slug(name)}.html", "method.html", name=name,
                 facts=methods.get(name), configs=[c for c in configs if c["method"] == name],
                 published=_published(published[published["method"] == name]),
-                record_notions=_record_notions(records[records["method"] == name]))
+                record_notions=_record_notions(records[records["method"] == name]),
+                submission=submission if submission and submission["method"] == name
+                else None)
     for name in dataset_names:
         _render(site / "datasets" / f"{slug(name)}.html", "dataset.html", name=name,
                 facts=datasets.get(name), note=notes.get(name, ""),
                 configs=[c for c in configs if c["dataset"] == name],
                 on_leaderboard=name in set(rows["dataset"]))
     for cell, cell_rows in rows[rows["cell"] != ""].groupby("cell"):
-        _write_cell_page(site, cell_rows, records[records["config_id"] == cell])
+        _write_cell_page(site, cell_rows, records[records["config_id"] == cell], submission)
     _render(site / "index.html", "index.html", root="",
             datasets=dataset_tables(rows, notes), filters=notion_filter(rows),
             label_noise=set(noise["dataset"]),
@@ -84,7 +88,7 @@ def write_site(site: Path, rows: pd.DataFrame, records: pd.DataFrame,
             claims=claims, sources=sources,
             tolerance=tolerance, rmse_tolerance=metric_tolerance("rmse", tolerance),
             counts=records["status"].value_counts().to_dict(), notions=list(SCOPES.values()),
-            superseded=notice,
+            superseded=notice, submission=submission,
             methods=[(name, methods.get(name)) for name in method_names],
             dataset_list=[(name, datasets.get(name)) for name in dataset_names])
 
@@ -107,7 +111,8 @@ def _record_notions(records: pd.DataFrame) -> list[dict]:
     return [describe_notion(notion) for notion in sorted(notions, key=lambda n: n.short)]
 
 
-def _write_cell_page(site: Path, rows: pd.DataFrame, records: pd.DataFrame) -> None:
+def _write_cell_page(site: Path, rows: pd.DataFrame, records: pd.DataFrame,
+                     submission: dict | None) -> None:
     first = rows.iloc[0]
     key = {name: first[name] for name in DISPLAY_KEYS}
     runs = [_run(record, source) for record, source in
@@ -120,7 +125,7 @@ def _write_cell_page(site: Path, rows: pd.DataFrame, records: pd.DataFrame) -> N
     _render(site / "cells" / f"{slug(first['cell'])}.html", "cell.html",
             key=key, config_id=first["cell"], row=without_nan(first.to_dict()), runs=runs,
             papers=papers, notion_css=css, notion_title=title, notion_explanation=explanation,
-            quick=first["suite"] == QUICK_SUITE)
+            quick=first["suite"] == QUICK_SUITE, submission=submission)
 
 
 def _run(record: RunRecord, source: str) -> dict:

@@ -8,7 +8,7 @@ import numpy as np
 
 from benchmarks import datasets
 from benchmarks.contract import _REGISTRY, Budget
-from contract_checks import check_uncharged_data_has_no_influence  # tests/contract_checks.py
+from benchmarks.contract_checks import check_uncharged_data_has_no_influence, fit
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
@@ -26,7 +26,7 @@ def test_readme_example_method_registers_fits_and_charges_its_ledger():
         np.testing.assert_allclose(proba.sum(1), 1)
         total = fitted.spent()
         assert (total.epsilon, total.delta, total.composition) == (1.0, 0.0, "pure")
-        check_uncharged_data_has_no_influence(method)
+        check_uncharged_data_has_no_influence(fit(method))
         assert math.isinf(method(Budget(math.inf)).fit(data.train, 10).spent().epsilon)
     finally:
         _REGISTRY.pop("noisy-majority", None)

@@ -1,0 +1,160 @@
+"""A submission bundle: what ``privboard submit`` writes and ``privboard report --results
+BUNDLE`` renders beside the archive. One folder:
+
+- ``submission.json``: the method, the package that registered it and the sha256 digest
+  of each of that package's source files; whether the method is charged by construction
+  (every charge on its ledgers made by the privacy layer's mechanisms) or self-accounted
+  (it charged noise of its own, which only its audit checks); every check with its
+  outcome; the environment of the run; and the sha256 digest of each record file;
+- the public part of each record, runs and audited twins, one JSON file per cell (as in
+  the archive: never the private diagnostics), and ``catalogue.json``;
+- ``private/``: each cell's private diagnostics, for the submitter alone. No report reads
+  it; share the bundle without it.
+
+It is written whole into a staging folder and swapped in, so a failure or a kill leaves
+the previous bundle or nothing, never a part. Loading refuses a bundle with a failed
+check, one whose files do not match their digests, and one whose records contradict its
+checks (a failed run, an audit above its claim).
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from benchmarks import catalogue as catalogues
+from benchmarks.archive import archived_text, digest, listed_records
+from benchmarks.atomic import atomic_folder
+from benchmarks.errors import InputError, PrivboardError
+from benchmarks.records import CATALOGUE, RunRecord
+
+MANIFEST = "submission.json"
+PRIVATE = "private"
+SCHEMA = 1
+CHARGED_BY_CONSTRUCTION = "charged by construction"
+SELF_ACCOUNTED = "self-accounted"
+
+
+class BundleError(PrivboardError):
+    """A bundle that cannot be shown: a failed check, a file that does not match its
+    digest, a record that is not one."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Submission:
+    folder: Path
+    manifest: dict[str, Any]
+    records: list[RunRecord]
+    catalogue: dict[str, Any]  # the submitted method's facts and its configurations
+
+    @property
+    def method(self) -> str:
+        return self.manifest["method"]
+
+    @property
+    def package(self) -> str:
+        plugin = self.manifest["plugin"]
+        return f"{plugin['package']} {plugin['version']}"
+
+
+def is_bundle(folder: Path) -> bool:
+    return (Path(folder) / MANIFEST).is_file()
+
+
+def check_writable(out: Path) -> None:
+    """InputError, before anything runs, when ``out`` is a folder that a bundle would
+    replace but that is not a bundle."""
+    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not is_bundle(out):
+        raise InputError(f"{out} exists and is not a bundle: give --out a new folder "
+                         f"(an earlier bundle there is replaced)")
+
+
+def source_digests(package_dir: Path) -> dict[str, Any]:
+    """The sha256 of each Python source file under ``package_dir`` (or of that one file),
+    and one digest over them all."""
+    package_dir = Path(package_dir)
+    files = [package_dir] if package_dir.is_file() else sorted(
+        path for path in package_dir.rglob("*.py") if "__pycache__" not in path.parts)
+    root = package_dir.parent
+    each = {path.relative_to(root).as_posix(): "sha256:" + hashlib.sha256(
+        path.read_bytes()).hexdigest() for path in files}
+    return {"files": each, "sha256": digest("".join(f"{name} {value}\n"
+                                                    for name, value in each.items()))}
+
+
+def write(out: Path, manifest: dict[str, Any], records: list[RunRecord], suite) -> Path:
+    """Write the bundle of ``records`` (run and audit records of ``suite``) with
+    ``manifest`` into ``out``, whole or not at all; returns its manifest's path."""
+    check_writable(out)
+    with atomic_folder(out) as staging:
+        listed = {}
+        for record in records:
+            name = f"{record.cell_id}.json"
+            text = archived_text(record)
+            (staging / name).write_text(text)
+            listed[name] = {"cell_id": record.cell_id, "config_id": record.config_id,
+                            "seed": record.seed, "kind": record.kind, "sha256": digest(text)}
+            if record.diagnostics:
+                (staging / PRIVATE).mkdir(exist_ok=True)
+                (staging / PRIVATE / name).write_text(
+                    json.dumps(record.diagnostics, indent=1, sort_keys=True, default=str))
+        catalogues.write(staging, [suite])
+        (staging / MANIFEST).write_text(json.dumps({**manifest, "schema": SCHEMA,
+                                                    "records": listed},
+                                                   indent=1, sort_keys=True) + "\n")
+    return out / MANIFEST
+
+
+def load(folder: Path) -> Submission:
+    """The bundle in ``folder``, checked; BundleError (one line) when it is refused."""
+    folder = Path(folder)
+    path = folder / MANIFEST
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise BundleError(f"bundle manifest {path} is not a JSON object ({err})") from None
+    if not isinstance(manifest, dict) or manifest.get("schema") != SCHEMA or not all(
+            key in manifest for key in ("method", "plugin", "checks", "passed", "records")):
+        raise BundleError(f"{path} is not a bundle manifest of schema {SCHEMA}")
+    failed = [check["line"] for check in manifest["checks"] if not check["passed"]]
+    if failed or manifest["passed"] is not True:
+        raise BundleError(f"bundle {folder} is refused: {len(failed)} check(s) of its "
+                          f"submission failed: " + " | ".join(failed or ["none passed"]))
+    records = list(listed_records(folder, manifest["records"], path, "bundle file",
+                                  BundleError))
+    _check_records(folder, manifest, records)
+    return Submission(folder, manifest, records, _catalogue(folder, manifest, records))
+
+
+def _check_records(folder: Path, manifest: dict[str, Any], records: list[RunRecord]) -> None:
+    """What the records show themselves must agree with the checks that passed."""
+    method = manifest["method"]
+    for record in records:
+        if record.method != method:
+            raise BundleError(f"bundle {folder} is refused: {record.path} is a record of "
+                              f"{record.method}, not of the submitted {method}")
+        if not record.ok:
+            raise BundleError(f"bundle {folder} is refused: {record.path} is a failed run "
+                              f"({record.error})")
+        if record.is_audit and record.audit.get("flagged", True):
+            raise BundleError(f"bundle {folder} is refused: the audit {record.path} "
+                              f"exceeds its claim")
+    if not any(record.kind == "run" for record in records):
+        raise BundleError(f"bundle {folder} is refused: it holds no run")
+
+
+def _catalogue(folder: Path, manifest: dict[str, Any],
+               records: list[RunRecord]) -> dict[str, Any]:
+    """Of the bundle's catalogue: the submitted method's facts and the configurations of
+    its records. The rest (privboard's own methods and datasets) is the archive's word."""
+    found = catalogues.read(folder)
+    if found is None or manifest["method"] not in found["methods"]:
+        raise BundleError(f"bundle {folder} is refused: its {CATALOGUE} does not describe "
+                          f"{manifest['method']}")
+    suite = manifest.get("suite", "")
+    return {"written_at": found.get("written_at", ""),
+            "methods": {manifest["method"]: found["methods"][manifest["method"]]},
+            "datasets": {},
+            "configurations": {record.config_id: [suite] for record in records}}

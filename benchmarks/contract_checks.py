@@ -1,0 +1,268 @@
+"""The checks of the method contract, shared by the contract tests (every registered
+method), the README's test and ``privboard submit`` (a method from another package).
+
+A method declares its privacy notion, refuses settings it does not know and budgets no
+run can honour, fits a tiny dataset of its task deterministically for a fixed seed,
+predicts probabilities, and its privacy is what its ledger composes: within the budget,
+of the kind its notion declares, with every mechanism of the privacy layer charged to the
+run's ledger, and with no influence from any data that no charge covers.
+
+Each check returns nothing when it holds and raises ContractBreach, one line with the
+figure that failed, when it does not.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from typing import Callable
+
+import numpy as np
+
+from benchmarks import datasets
+from benchmarks.contract import Budget, Method, Split
+from benchmarks.errors import InputError, public_error
+from benchmarks.ledger_watch import Seen, watch
+from benchmarks.privacy import Accountant, Kind, Neighbours, Protects
+
+TINY_TRAIN, TINY_TEST = 240, 60
+TINY_DATASETS = {"image": "digits", "tabular": "breast-cancer"}
+# The composition a ledger may report for each kind of notion.
+COMPOSITION_OF_KIND = {Kind.PURE: {"pure"}, Kind.APPROXIMATE: {"rdp"},
+                       Kind.NONE: {"unprotected"}}
+# Budgets no run can honour, as a caller that skipped Budget's checks would pass them.
+BAD_EPSILONS = (0.0, -1.0, math.nan)
+UNKNOWN_SETTING = "no_such_setting"
+# The seed of the contract's fits.
+SEED = 3
+
+
+class ContractBreach(Exception):
+    """A method that breaks the contract; the message is one line with the figure."""
+
+
+@dataclasses.dataclass
+class Fitted:
+    """A method fitted on the tiny data, as the runner would fit it."""
+
+    model: Method
+    budget: Budget
+    proba: np.ndarray  # on the evaluated test inputs
+    num_classes: int
+    evaluated: int  # test examples predicted (those not taken as public inputs)
+    train: Split
+    seen: Seen  # the layer's mechanisms the fit ran, and who charged its ledger
+
+
+def tiny_task(method: type[Method]) -> str:
+    """The first of the method's tasks that has a tiny dataset."""
+    for task in method.tasks:
+        if task in TINY_DATASETS:
+            return task
+    raise ContractBreach(f"handles {', '.join(method.tasks)} data; the contract's tiny "
+                         f"datasets are {', '.join(TINY_DATASETS)}")
+
+
+def tiny_data(task: str, binary: bool) -> tuple[Split, np.ndarray, int]:
+    ds = datasets.load(TINY_DATASETS[task])
+    train, test = ds.train, ds.test
+    if binary and ds.num_classes > 2:  # keep two classes, relabelled 0 and 1
+        def two(split: Split) -> Split:
+            keep = split.y < 2
+            return Split(split.x[keep], split.y[keep])
+        train, test = two(train), two(test)
+    return (Split(train.x[:TINY_TRAIN], train.y[:TINY_TRAIN]), test.x[:TINY_TEST],
+            2 if binary else ds.num_classes)
+
+
+def budget_for(method: type[Method]) -> Budget | None:
+    """A private budget if the method takes one, else no privacy (non-private); None if
+    it runs at neither."""
+    task = tiny_task(method)
+    for budget in (Budget(1.0, 1e-5 if method.needs_delta else 0.0), Budget(math.inf)):
+        if method.skip_reason(task, budget) is None:
+            return budget
+    return None
+
+
+def fit(method: type[Method], seed: int = SEED, train: Split | None = None) -> Fitted:
+    """Fit on the tiny data as the runner would: a method that takes public inputs gets
+    the leading test inputs and is evaluated on the rest."""
+    task = tiny_task(method)
+    tiny_train, test_x, k = tiny_data(task, binary=getattr(method, "binary_only", False))
+    budget = budget_for(method)
+    if budget is None:
+        raise ContractBreach("runs neither at epsilon 1 nor at inf")
+    train = tiny_train if train is None else train
+    with watch() as seen:
+        m = method(budget, seed=seed, **method.tiny_hparams)
+        public = m.public_part(TINY_DATASETS[task], len(test_x))
+        m.fit(train, k, **({"public_x": test_x[:public]} if public else {}))
+        proba = m.predict_proba(test_x[public:])
+    return Fitted(m, budget, proba, k, len(test_x) - public, train, seen)
+
+
+# ----- checks on the class -------------------------------------------------------------
+
+def check_declares_notion(method: type[Method]) -> None:
+    """Its notion is made of the notions' enumerations, private at a finite budget only
+    if it says so, and non-private at epsilon = inf; it names its paper."""
+    if not getattr(method, "paper", ""):
+        raise ContractBreach("names no paper (the class attribute paper is empty)")
+    for budget in (Budget(1.0, 1e-5 if method.needs_delta else 0.0), Budget(math.inf)):
+        notion = method.notion_for(budget, method.defaults)
+        fields = [getattr(notion, name, None) for name in
+                  ("protects", "neighbours", "kind", "accountant")]
+        if [type(value) for value in fields] != [Protects, Neighbours, Kind, Accountant]:
+            raise ContractBreach(f"notion_for(epsilon {budget.epsilon:g}) is {notion!r}, "
+                                 f"not a PrivacyNotion of benchmarks.privacy.notions")
+        if not budget.private and notion.private:
+            raise ContractBreach(f"claims {notion.short} at epsilon = inf, where nothing "
+                                 f"is protected")
+
+
+def check_refuses_unknown_settings(method: type[Method]) -> None:
+    """An unknown hyperparameter stops with InputError, and the defaults are JSON values
+    (every record keeps its settings as JSON)."""
+    try:
+        json.dumps(method.defaults, allow_nan=False)
+    except (TypeError, ValueError) as err:
+        raise ContractBreach(f"its defaults are not JSON values ({err})") from None
+    try:
+        method(Budget(1.0, 1e-5 if method.needs_delta else 0.0), seed=0,
+               **method.tiny_hparams, **{UNKNOWN_SETTING: 1})
+    except InputError:
+        return
+    raise ContractBreach(f"accepted the unknown hyperparameter {UNKNOWN_SETTING!r} "
+                         f"instead of raising InputError")
+
+
+def check_refuses_bad_epsilon(method: type[Method]) -> None:
+    """A budget of epsilon <= 0 or NaN stops with InputError when the method is made,
+    even one that skipped Budget's own checks."""
+    for epsilon in BAD_EPSILONS:
+        forged = object.__new__(Budget)
+        object.__setattr__(forged, "epsilon", epsilon)
+        object.__setattr__(forged, "delta", 1e-5 if method.needs_delta else 0.0)
+        try:
+            method(forged, seed=0, **method.tiny_hparams)
+        except InputError:
+            continue
+        raise ContractBreach(f"was made at epsilon {epsilon:g} instead of raising "
+                             f"InputError")
+
+
+# ----- checks on a fit ---------------------------------------------------------------------
+
+def check_probabilities(fitted: Fitted) -> None:
+    proba = np.asarray(fitted.proba)
+    expected = (fitted.evaluated, fitted.num_classes)
+    if proba.shape != expected:
+        raise ContractBreach(f"predicted an array of shape {proba.shape}, expected "
+                             f"{expected}")
+    sums = proba.sum(axis=1)
+    if not (np.all(proba >= 0) and np.allclose(sums, 1, atol=1e-4)):
+        raise ContractBreach(f"predicted rows that are not probabilities (smallest value "
+                             f"{proba.min():.3g}, row sums from {sums.min():.4g} to "
+                             f"{sums.max():.4g})")
+
+
+def check_within_budget(fitted: Fitted) -> None:
+    total = fitted.model.spent()
+    if not fitted.budget.covers(total):
+        raise ContractBreach(f"its ledger composes to epsilon {total.epsilon:.6g}, delta "
+                             f"{total.delta:g}, beyond the budget (epsilon "
+                             f"{fitted.budget.epsilon:g}, delta {fitted.budget.delta:g})")
+
+
+def check_composition(fitted: Fitted) -> None:
+    notion = fitted.model.notion_for(fitted.budget, fitted.model.hparams)
+    composition = fitted.model.spent().composition
+    allowed = COMPOSITION_OF_KIND[notion.kind]
+    if composition not in allowed:
+        raise ContractBreach(f"its ledger composes by {composition!r}, but its notion is "
+                             f"{notion.kind.value} (expected {' or '.join(sorted(allowed))})")
+
+
+def check_mechanisms_charge_the_run(fitted: Fitted) -> None:
+    uncharged = fitted.seen.uncharged(fitted.model.ctx.ledger)
+    if uncharged:
+        raise ContractBreach("; ".join(uncharged))
+
+
+def check_deterministic(fitted: Fitted) -> None:
+    again = fit(type(fitted.model), seed=fitted.model.seed).proba
+    if again.shape != fitted.proba.shape:
+        raise ContractBreach(f"two fits with seed {fitted.model.seed} predicted shapes "
+                             f"{fitted.proba.shape} and {again.shape}")
+    gap = float(np.max(np.abs(again - fitted.proba), initial=0.0))
+    if gap > 1e-6 or not np.array_equal(again.argmax(1), fitted.proba.argmax(1)):
+        raise ContractBreach(f"two fits with seed {fitted.model.seed} predicted "
+                             f"probabilities up to {gap:.3g} apart")
+
+
+def check_uncharged_data_has_no_influence(fitted: Fitted) -> None:
+    """Change whatever no charge of the run's ledger covers (labels under label-DP,
+    whole records under full DP) and refit with the same seed: the predictions must not
+    move. A method that trains on private data without charging the ledger fails."""
+    m, train, k = fitted.model, fitted.train, fitted.num_classes
+    notion = m.notion_for(fitted.budget, m.hparams)
+    if not notion.private:
+        return  # a non-private number claims nothing
+    free = m.ctx.ledger.uncovered(notion, len(train))
+    if free.size == 0:
+        return
+    y = train.y.copy()
+    y[free] = (y[free] + 1) % k
+    x = train.x.copy()
+    if notion.protects is Protects.RECORDS:
+        x[free] = x[free[::-1]]
+    again = fit(type(m), seed=m.seed, train=Split(x, y)).proba
+    gap = float(np.max(np.abs(again - fitted.proba), initial=0.0))
+    if gap > 1e-6:
+        what = "records" if notion.protects is Protects.RECORDS else "labels"
+        raise ContractBreach(f"data that no ledger charge covers changed the predictions: "
+                             f"with the {what} of the {free.size} of {len(train)} examples "
+                             f"no charge touches changed, a probability moved by {gap:.3g}")
+
+
+ON_THE_CLASS: tuple[tuple[str, Callable[[type[Method]], None]], ...] = (
+    ("declares its privacy notion", check_declares_notion),
+    ("refuses unknown hyperparameters", check_refuses_unknown_settings),
+    ("refuses epsilon <= 0 and NaN", check_refuses_bad_epsilon),
+)
+ON_A_FIT: tuple[tuple[str, Callable[[Fitted], None]], ...] = (
+    ("predicts probabilities", check_probabilities),
+    ("spends within its budget", check_within_budget),
+    ("composes as its notion declares", check_composition),
+    ("charges the run's ledger for every mechanism of the privacy layer",
+     check_mechanisms_charge_the_run),
+    ("is deterministic for a fixed seed", check_deterministic),
+    ("gives no influence to data that no charge covers",
+     check_uncharged_data_has_no_influence),
+)
+
+
+def run_all(method: type[Method]) -> list[tuple[str, str]]:
+    """Every check on ``method``: (check, "" when it holds, else the line that failed).
+    An exception the method raises fails the check it broke, by its public line; the
+    checks on a fit stop at a fit that raises."""
+    outcomes = [(name, _outcome(check, method)) for name, check in ON_THE_CLASS]
+    try:
+        fitted = fit(method)
+    except Exception as err:  # noqa: BLE001 (anything the method raises is a failure)
+        return outcomes + [("fits the tiny data", _failure(err))]
+    return outcomes + [("fits the tiny data", "")] + [
+        (name, _outcome(check, fitted)) for name, check in ON_A_FIT]
+
+
+def _outcome(check: Callable, argument) -> str:
+    try:
+        check(argument)
+    except Exception as err:  # noqa: BLE001
+        return _failure(err)
+    return ""
+
+
+def _failure(err: Exception) -> str:
+    return str(err) if isinstance(err, ContractBreach) else f"raised {public_error(err)}"

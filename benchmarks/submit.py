@@ -1,0 +1,225 @@
+"""``privboard submit``: a method from another package reaches the leaderboard only with
+its privacy claim checked.
+
+The method is one an installed package registered through the ``privboard.methods``
+entry point. The command
+
+1. runs the method contract on the tiny data (benchmarks.contract_checks, the checks the
+   tests run on privboard's own methods);
+2. runs the suite's cells of the method, and an audited twin of each private
+   configuration (benchmarks.audit.training: label canaries under label-DP, inclusion
+   canaries under add/remove full DP; at the release too where the privacy layer's
+   mechanisms released the canaries);
+3. checks each record: the run finished, its epsilon is what its ledger's charges
+   compose to, every mechanism of the privacy layer it ran charged the run's ledger
+   (benchmarks.ledger_watch), and no audit's bound exceeds the claim;
+4. writes a bundle (benchmarks.bundle) with the records, the checks, the environment and
+   the digests of the package's source files, and says whether the method is charged by
+   construction (every charge made by the layer's mechanisms) or self-accounted.
+
+The audits of one submission are judged together: each bound is taken at confidence
+1 - 5% / (the number of bounds), so an honest method is refused by chance at most 5% of
+the time however many configurations it runs. Exit code 0 when every check holds, 1 with
+one line per failed check, 2 for bad input.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from benchmarks import bundle, contract_checks, datasets, registry, runner
+from benchmarks.audit.training import CONFIDENCE
+from benchmarks.contract import Method
+from benchmarks.errors import InputError, one_line
+from benchmarks.ledger_watch import watch
+from benchmarks.privacy import Ledger
+from benchmarks.records import RunRecord
+from benchmarks.suites import Cell, Suite, load_suite, parse_seeds
+
+# Two audited bounds per audited configuration: at the release and from the model.
+BOUNDS_PER_AUDIT = 2
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+    check: str
+    scope: str  # the method contract and the check, or the cell it was made on
+    line: str = ""  # the failure with its figure; "" when the check holds
+
+    @property
+    def passed(self) -> bool:
+        return not self.line
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"check": self.check, "scope": self.scope, "passed": self.passed,
+                "line": f"{self.scope}: {self.line}" if self.line else ""}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--method", required=True,
+                        help="the method, registered by an installed package through the "
+                             f"{registry.ENTRY_POINT_GROUP} entry point")
+    parser.add_argument("--suite", required=True,
+                        help="a suite name or the path of a suite's TOML file; its cells of "
+                             "the method run")
+    parser.add_argument("--out", type=Path, required=True, metavar="BUNDLE",
+                        help="the bundle folder to write (an earlier bundle there is "
+                             "replaced)")
+
+
+def run(args: argparse.Namespace) -> int:
+    method = registry.get_method(args.method)
+    plugin = registry.plugin_of(method)
+    if plugin is None:
+        raise InputError(f"{args.method} is one of privboard's own methods "
+                         f"({method.__module__}): privboard run runs it; submit takes a "
+                         f"method that another package registers through the "
+                         f"{registry.ENTRY_POINT_GROUP} entry point")
+    bundle.check_writable(args.out)
+    suite = load_suite(args.suite, None if args.seeds is None else parse_seeds(args.seeds))
+    cells = cells_of(suite, method)
+    data_dir = args.data or datasets.data_dir()
+    for name in sorted({cell.dataset for cell in cells}):
+        missing = datasets.get_spec(name).missing(data_dir)
+        if missing:
+            raise InputError(f"dataset {name} cannot be loaded here: {missing}")
+
+    print(f"submitting {method.name} of {plugin.package} {plugin.version}: the method "
+          f"contract, then {len(cells)} cell(s) of suite {suite.name}")
+    checks = [Check(name, f"the method contract ({name})", line)
+              for name, line in contract_checks.run_all(method)]
+    records: list[RunRecord] = []
+    own_charges: list[str] = []
+    if all(check.passed for check in checks):
+        records, cell_checks, own_charges = run_cells(cells, data_dir)
+        checks += cell_checks
+    else:
+        print("the method breaks the contract: its suite was not run")
+    failed = [check for check in checks if not check.passed]
+    manifest = {
+        "method": method.name, "plugin": dataclasses.asdict(plugin),
+        "source": bundle.source_digests(_package_dir(method)),
+        "accounting": ((bundle.SELF_ACCOUNTED if own_charges
+                        else bundle.CHARGED_BY_CONSTRUCTION) if records else "not run"),
+        "own_charges": own_charges, "suite": suite.name,
+        "command": f"privboard submit --method {method.name} --suite {args.suite}"
+                   + (f" --seeds {args.seeds}" if args.seeds else ""),
+        "checks": [check.as_dict() for check in checks], "passed": not failed,
+        "environment": environment(plugin)}
+    written = bundle.write(args.out, manifest, records, suite)
+    for check in failed:
+        print(f"FAILED {check.as_dict()['line']}")
+    if failed:
+        print(f"submission refused: {len(failed)} of {len(checks)} checks failed "
+              f"(the bundle {written.parent}/ keeps them; privboard report refuses it)")
+        return 1
+    print(f"submission passed: all {len(checks)} checks held; {manifest['accounting']}. "
+          f"Show it beside the archive with: privboard report --results {written.parent}")
+    return 0
+
+
+def cells_of(suite: Suite, method: type[Method]) -> list[Cell]:
+    """The suite's cells of ``method`` that it can run, and an audited twin (the first
+    seed) of each private configuration that the suite does not audit already."""
+    cells = [cell for cell in suite.cells if cell.method == method.name and not cell.skip]
+    if not cells:
+        raise InputError(f"suite {suite.name} has no cells of {method.name} that it can "
+                         f"run: name it in a block's methods")
+    audited = {cell.config_id for cell in cells if cell.audit}
+    twins = {}
+    for cell in cells:
+        if not cell.audit and cell.config_id not in audited and \
+                method.notion_for(cell.budget, cell.hparams).private:
+            twins.setdefault(cell.config_id, dataclasses.replace(cell, audit=True))
+    return cells + list(twins.values())
+
+
+def run_cells(cells: list[Cell], data_dir: Path
+              ) -> tuple[list[RunRecord], list[Check], list[str]]:
+    """Run every cell in this process, each watched, the audited twins last: a twin of
+    a configuration whose run failed is left out (its failure is already the reason).
+    Returns (records, checks, the mechanisms the method charged itself)."""
+    audits = sum(cell.audit for cell in cells)
+    confidence = 1 - (1 - CONFIDENCE) / max(1, BOUNDS_PER_AUDIT * audits)
+    slot = runner.DatasetSlot()
+    records, checks, own, failed = [], [], [], set()
+    with tqdm(total=len(cells), unit="cell", file=sys.stderr, dynamic_ncols=True) as bar:
+        for cell in sorted(cells, key=lambda cell: cell.audit):
+            if cell.audit and cell.config_id in failed:
+                bar.update()
+                continue
+            context = runner.local_context(cell, data_dir, bar)
+            data = slot.get(cell.dataset, data_dir)
+            with watch() as seen:
+                record = runner.run_cell(cell, data, context, audit_confidence=confidence)
+            records.append(record)
+            if not record.ok:
+                failed.add(cell.config_id)
+            checks += cell_checks(cell, record, context.ledger, seen.uncharged(context.ledger))
+            own += seen.own_charges(context.ledger)
+            bar.update()
+    return records, checks, list(dict.fromkeys(own))
+
+
+def cell_checks(cell: Cell, record: RunRecord, ledger: Ledger,
+                uncharged: list[str]) -> list[Check]:
+    scope = cell.describe()
+    if not record.ok:
+        return [Check("runs", scope, record.error)]
+    checks = [Check("runs", scope),
+              Check("its epsilon is its ledger's composition", scope,
+                    composition_line(record, ledger)),
+              Check("every mechanism of the privacy layer charged the run's ledger", scope,
+                    "; ".join(uncharged))]
+    if record.is_audit:
+        checks += audit_checks(record.audit, scope)
+    return checks
+
+
+def composition_line(record: RunRecord, ledger: Ledger) -> str:
+    """"" when the record's (epsilon, delta) is what the ledger's charges compose to under
+    its notion, else the two."""
+    try:
+        total = ledger.total(record.privacy.notion, record.delta)
+    except Exception as err:  # noqa: BLE001 (a ledger that does not compose fails the check)
+        return f"its ledger's charges do not compose: {one_line(err)}"
+    claimed = (record.privacy.epsilon, record.privacy.delta)
+    if all(math.isclose(a, b, rel_tol=1e-12, abs_tol=0.0) or a == b
+           for a, b in zip(claimed, (total.epsilon, total.delta))):
+        return ""
+    return (f"the record claims epsilon {claimed[0]:.6g}, delta {claimed[1]:g}, but its "
+            f"ledger's charges compose to epsilon {total.epsilon:.6g}, delta "
+            f"{total.delta:g}")
+
+
+def audit_checks(audit: dict[str, Any], scope: str) -> list[Check]:
+    claim, confidence = audit["claimed_epsilon"], audit["confidence"]
+    bounds = [("from the model", audit["epsilon_lower_bound"])]
+    if audit.get("release"):
+        bounds.append(("at the release", audit["release"]["epsilon_lower_bound"]))
+    return [Check(f"the audit {where} stays within the claim", scope,
+                  f"audited ε ≥ {bound:.3g} at {100 * confidence:.4g}% ({where}) exceeds "
+                  f"the claim {claim:g}" if bound > claim else "")
+            for where, bound in bounds]
+
+
+def environment(plugin: registry.Plugin) -> dict[str, Any]:
+    """Where the submission ran: privboard's commit, the packages, the machine and the
+    thread settings (as every record's provenance), and the plugin's package."""
+    from benchmarks.tf_runtime import numerics
+
+    return {**runner.provenance(numerics()), "privboard": runner.package_version("privboard"),
+            "plugin": f"{plugin.package} {plugin.version}"}
+
+
+def _package_dir(method: type[Method]) -> Path:
+    """The top-level package (or module) of the method's code: the files digested."""
+    module = sys.modules[method.__module__.split(".")[0]]
+    paths = getattr(module, "__path__", None)
+    return Path(list(paths)[0]) if paths else Path(module.__file__)

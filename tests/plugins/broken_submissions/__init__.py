@@ -1,0 +1,85 @@
+"""Methods broken on purpose, registered by a package of their own through the
+privboard.methods entry point (tests/plugins/installed.py puts it on the path), each a
+variant of the example plugin that ``privboard submit`` must refuse with its reason."""
+from __future__ import annotations
+
+import numpy as np
+
+from benchmarks.contract import Split
+from benchmarks.contract_checks import TINY_TRAIN
+from benchmarks.privacy import Ledger, PureEpsilon, Total, labels
+from benchmarks.privacy.randomizers import randomized_response
+from uniform_rr_plugin import UniformRRNeighbours
+
+
+class TrainsOnTrueLabels(UniformRRNeighbours):
+    """Releases every label through the layer (charged, and honest at the release), then
+    trains on the true labels."""
+
+    name = "true-labels-knn"
+
+    def fit(self, train: Split, num_classes: int) -> "TrainsOnTrueLabels":
+        self.release(train, num_classes)
+        return self.fit_released(train.x, train.y, num_classes)
+
+
+class OwnRRAtThreeTimesEpsilon(UniformRRNeighbours):
+    """Randomized response of its own, outside the layer, at three times the epsilon it
+    charges: self-accounted, and its leak is only a multiple of its claim."""
+
+    name = "own-rr-3x-knn"
+
+    def fit(self, train: Split, num_classes: int) -> "OwnRRAtThreeTimesEpsilon":
+        epsilon = self.budget.epsilon
+        self.ctx.ledger.charge("my randomized response", labels(), PureEpsilon(epsilon))
+        keep = np.exp(3 * epsilon) / (np.exp(3 * epsilon) + num_classes - 1)
+        rng = self.ctx.rng("my randomized response")
+        other = (train.y + rng.integers(1, num_classes, len(train))) % num_classes
+        released = np.where(rng.random(len(train)) < keep, train.y, other)
+        return self.fit_released(train.x, released, num_classes)
+
+
+class ClaimsLessThanItsLedger(UniformRRNeighbours):
+    """Reports half of what its ledger composes as its spent epsilon."""
+
+    name = "under-claimed-knn"
+
+    def spent(self) -> Total:
+        total = super().spent()
+        return Total(total.epsilon / 2, total.delta, total.composition, total.details)
+
+
+class ReleasesWithoutALedger(UniformRRNeighbours):
+    """Calls the layer's randomized response with no ledger to charge."""
+
+    name = "no-ledger-knn"
+
+    def fit(self, train: Split, num_classes: int) -> "ReleasesWithoutALedger":
+        released = randomized_response(None, train.y, num_classes, self.budget.epsilon,
+                                       self.ctx.rng("rr"), examples=np.arange(len(train)))
+        return self.fit_released(train.x, released, num_classes)
+
+
+class ReleasesOnAScratchLedger(UniformRRNeighbours):
+    """Releases through the layer at ten times its epsilon on a ledger of its own, and
+    charges the run's ledger its claim itself, so that every label looks covered."""
+
+    name = "scratch-ledger-knn"
+
+    def fit(self, train: Split, num_classes: int) -> "ReleasesOnAScratchLedger":
+        self.ctx.ledger.charge("randomized response", labels(), PureEpsilon(self.budget.epsilon))
+        released = randomized_response(Ledger(), train.y, num_classes, 10 * self.budget.epsilon,
+                                       self.ctx.rng("rr"), examples=np.arange(len(train)))
+        return self.fit_released(train.x, released, num_classes)
+
+
+class RaisesMidFit(UniformRRNeighbours):
+    """Fits the contract's tiny data, and fails halfway through a real one."""
+
+    name = "raises-mid-fit-knn"
+
+    def fit(self, train: Split, num_classes: int) -> "RaisesMidFit":
+        released = self.release(train, num_classes)
+        if len(train) > TINY_TRAIN:
+            raise RuntimeError(f"out of memory after the release of {released[:5]}")
+        return self.fit_released(train.x, released, num_classes)

@@ -1,0 +1,61 @@
+"""Packages of methods installed as pip installs them, without pip: each package's source
+folder on sys.path, and beside it a dist-info folder with its metadata and the entry
+points of its pyproject.toml, where importlib.metadata finds them. Discovery then runs
+as it does for a package installed from PyPI."""
+from __future__ import annotations
+
+import contextlib
+import sys
+import tomllib
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from benchmarks import registry
+from benchmarks.contract import _REGISTRY
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+EXAMPLE = ROOT / "examples" / "uniform-rr-plugin"
+HERE = Path(__file__).resolve().parent
+
+
+def dist_info(site: Path, name: str, version: str, entry_points: dict[str, str]) -> None:
+    """The metadata pip writes for an installed distribution, entry points included."""
+    folder = site / f"{name.replace('-', '_')}-{version}.dist-info"
+    folder.mkdir(parents=True)
+    (folder / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\n"
+                                     f"Version: {version}\n")
+    (folder / "entry_points.txt").write_text(
+        f"[{registry.ENTRY_POINT_GROUP}]\n"
+        + "".join(f"{key} = {value}\n" for key, value in entry_points.items()))
+
+
+def example_metadata() -> tuple[str, str, dict[str, str]]:
+    """The example package's name, version and privboard entry points, from its pyproject."""
+    project = tomllib.loads((EXAMPLE / "pyproject.toml").read_text())["project"]
+    return (project["name"], project["version"],
+            project["entry-points"][registry.ENTRY_POINT_GROUP])
+
+
+@contextlib.contextmanager
+def installed(site: Path, packages: dict[str, tuple[str, str, dict[str, str]]]
+              ) -> Iterator[None]:
+    """``packages`` (source folder -> name, version, entry points) installed into
+    ``site`` for the length of the block; the registry forgets their methods after."""
+    before, modules = set(_REGISTRY), set(sys.modules)
+    with pytest.MonkeyPatch.context() as patch:
+        for source, (name, version, entry_points) in packages.items():
+            dist_info(site, name, version, entry_points)
+            patch.syspath_prepend(source)
+        patch.syspath_prepend(str(site))
+        patch.setattr(registry, "_discovered", False)
+        try:
+            yield
+        finally:
+            for name in set(_REGISTRY) - before:
+                del _REGISTRY[name]
+            for name in set(sys.modules) - modules:
+                where = getattr(sys.modules[name], "__file__", None) or ""
+                if any(Path(where).is_relative_to(source) for source in packages):
+                    del sys.modules[name]

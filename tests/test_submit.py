@@ -1,0 +1,260 @@
+"""privboard submit: a method from another package reaches the leaderboard only with its
+privacy claim checked. The example package (examples/uniform-rr-plugin) goes from
+install to a row on the site beside the archive; each broken variant
+(tests/plugins/broken_submissions) is refused with its reason, and so is its bundle;
+bad input stops with one line."""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from benchmarks import bundle
+from benchmarks.cli import main
+from benchmarks.privacy import randomizers
+from plugins.installed import EXAMPLE, HERE, ROOT, dist_info, example_metadata, installed
+
+BROKEN = ("privboard-broken-submissions", "0.0.1", {"broken": "broken_submissions"})
+# Every variant at epsilon 1 on digits, one seed: a run and its audited twin each.
+SUITE = """name = "tiny-submissions"
+[[block]]
+datasets = ["digits"]
+methods = ["uniform-rr-knn", "true-labels-knn", "own-rr-3x-knn", "under-claimed-knn",
+           "no-ledger-knn", "scratch-ledger-knn", "raises-mid-fit-knn"]
+epsilons = [1]
+seeds = [0]
+"""
+AUDIT_LINE = r"audited ε ≥ ([\d.]+) at [\d.]+% \({}\) exceeds the claim 1$"
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory):
+    """The example and the broken variants installed; the tiny suite of them."""
+    folder = tmp_path_factory.mktemp("plugins")
+    path = folder / "tiny.toml"
+    path.write_text(SUITE)
+    with installed(folder / "site", {str(EXAMPLE): example_metadata(), str(HERE): BROKEN}):
+        yield path
+
+
+@dataclasses.dataclass(frozen=True)
+class Submitted:
+    code: int
+    failed: list[str]  # the FAILED lines, without the word
+    err: str  # stderr: the progress bar
+    bundle: Path
+
+
+@pytest.fixture(scope="module")
+def submitted(suite, tmp_path_factory):
+    """method -> its submission of the tiny suite (or of ``suite_file``), made once."""
+    made: dict[tuple[str, Path], Submitted] = {}
+
+    def submit(method: str, suite_file: Path = suite) -> Submitted:
+        if (method, suite_file) not in made:
+            out = tmp_path_factory.mktemp("bundles") / "bundle"
+            stdout, stderr = io.StringIO(), io.StringIO()
+            with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+                code = main(["submit", "--method", method, "--suite", str(suite_file),
+                             "--out", str(out)])
+            failed = [line[len("FAILED "):] for line in stdout.getvalue().splitlines()
+                      if line.startswith("FAILED ")]
+            made[method, suite_file] = Submitted(code, failed, stderr.getvalue(), out)
+        return made[method, suite_file]
+    return submit
+
+
+def report(results: Path, out: Path, capsys, *flags: str) -> tuple[int, str]:
+    code = main(["report", "--results", str(results), "--out", str(out), *flags])
+    return code, capsys.readouterr().err
+
+
+def public_files(folder: Path) -> list[Path]:
+    return [path for path in folder.rglob("*")
+            if path.is_file() and bundle.PRIVATE not in path.relative_to(folder).parts]
+
+
+def test_the_example_goes_from_install_to_a_row_on_the_site(submitted, tmp_path, capsys):
+    done = submitted("uniform-rr-knn", EXAMPLE / "suite.toml")
+    assert (done.code, done.failed) == (0, [])
+    assert "digits uniform-rr-knn eps=1 seed=0" in done.err  # the progress bar, as run's
+
+    manifest = json.loads((done.bundle / bundle.MANIFEST).read_text())
+    assert manifest["passed"] and manifest["accounting"] == bundle.CHARGED_BY_CONSTRUCTION
+    source = EXAMPLE / "uniform_rr_plugin" / "__init__.py"
+    assert manifest["source"]["files"] == {
+        "uniform_rr_plugin/__init__.py": "sha256:" + hashlib.sha256(
+            source.read_bytes()).hexdigest()}
+    assert manifest["plugin"]["package"] == "privboard-uniform-rr"
+    assert manifest["environment"]["plugin"] == "privboard-uniform-rr 0.1.0"
+    submission = bundle.load(done.bundle)
+    runs = [r for r in submission.records if r.kind == "run"]
+    audits = [r for r in submission.records if r.is_audit]
+    assert len(runs) == 6 and len(audits) == 3  # 3 epsilons x 2 seeds; a twin per epsilon
+    for audit in audits:  # six bounds judged together: each at 1 - 5% / 6
+        assert audit.audit["release"]["where"] == ["randomized response"]
+        assert audit.audit["confidence"] == pytest.approx(1 - 0.05 / 6)
+
+    # The kept share of the private labels is a private diagnostic: in private/ only.
+    private = [json.loads(path.read_text())["kept_label_share"]
+               for path in (done.bundle / bundle.PRIVATE).glob("*.json")]
+    assert len(private) == 9
+    secrets = {text for share in private for text in (repr(share), f"{share:.6g}")}
+    site = tmp_path / "site"
+    assert report(done.bundle, site, capsys) == (0, "")
+    for path in public_files(done.bundle) + public_files(site):
+        text = path.read_text(errors="ignore")
+        assert path.suffix != ".json" or '"diagnostics"' not in text, path
+        assert not {secret for secret in secrets if secret in text}, path
+
+    index = (site / "index.html").read_text()
+    digits = index[index.index('id="digits"'):]
+    digits = digits[:digits.index("</section>")]
+    assert "<strong>lp-1st</strong>" in digits  # the archive's smoke suite, beside it
+    row = digits[digits.index("<strong>uniform-rr-knn</strong>"):]
+    row = row[:row.index("</tr>")]
+    assert "third-party" in row and "privboard-uniform-rr 0.1.0" in row
+    assert "charged by construction" in row and "at release ≥" in row
+    rows = pd.read_csv(site / "rows.csv")
+    mine = rows[rows["method"] == "uniform-rr-knn"]
+    assert sorted(mine["epsilon"]) == [1, 2, 4] and set(mine["source"]) == {"third-party"}
+    assert (mine["n"] == 2).all()
+
+
+@pytest.mark.parametrize("method, reason, scope, accounting", [
+    ("true-labels-knn", AUDIT_LINE.format("from the model"), "(audit)",
+     bundle.CHARGED_BY_CONSTRUCTION),
+    ("own-rr-3x-knn", AUDIT_LINE.format("from the model"), "(audit)", bundle.SELF_ACCOUNTED),
+    ("under-claimed-knn", r"the record claims epsilon 0\.5, delta 0, but its ledger's "
+                          r"charges compose to epsilon 1, delta 0$", "seed=0",
+     bundle.CHARGED_BY_CONSTRUCTION),
+    ("no-ledger-knn", r"raised InputError: randomized response needs the run's privacy "
+                      r"ledger to charge, got NoneType", "the method contract (fits",
+     "not run"),
+    ("scratch-ledger-knn", r"randomized response was handed a ledger that is not the "
+                           r"run's: its release is charged to no record$",
+     "the method contract (charges the run's ledger", "not run"),
+])
+def test_a_broken_submission_is_refused_with_its_reason(submitted, method, reason, scope,
+                                                        accounting, tmp_path, capsys):
+    done = submitted(method)
+    assert done.code == 1
+    assert any(re.search(reason, line) and scope in line for line in done.failed), done.failed
+    manifest = json.loads((done.bundle / bundle.MANIFEST).read_text())
+    assert (manifest["passed"], manifest["accounting"]) == (False, accounting)
+    code, err = report(done.bundle, tmp_path / "site", capsys, "--no-archive")
+    assert code == 2 and "is refused" in err and re.search(reason, err.strip()), err
+    assert not (tmp_path / "site").exists()
+
+
+def test_the_self_accounted_method_names_its_own_charges(submitted):
+    manifest = json.loads((submitted("own-rr-3x-knn").bundle / bundle.MANIFEST).read_text())
+    assert manifest["own_charges"] == ["my randomized response"]
+
+
+def test_a_leak_of_three_times_the_claim_through_the_layer_is_caught_at_the_release(
+        suite, tmp_path, monkeypatch, capsys):
+    real = randomizers._randomize
+    monkeypatch.setattr(randomizers, "_randomize", lambda labels, priors, k, epsilon, rng:
+                        real(labels, priors, k, 3 * epsilon, rng))
+    code = main(["submit", "--method", "uniform-rr-knn", "--suite", str(suite), "--out",
+                 str(tmp_path / "bundle")])
+    failed = capsys.readouterr().out
+    assert code == 1
+    found = re.search(r"\(audit\): " + AUDIT_LINE.format("at the release").rstrip("$"),
+                      failed)
+    assert found and float(found.group(1)) > 1.5, failed
+
+
+def test_a_method_that_raises_mid_fit_is_refused_in_one_line_and_leaves_no_part(submitted):
+    done = submitted("raises-mid-fit-knn")
+    assert done.code == 1
+    assert done.failed == ["digits raises-mid-fit-knn eps=1 seed=0: RuntimeError: the "
+                           "method failed; its message may quote the training data, so it "
+                           "is kept with the private diagnostics"]
+    assert [path.name for path in done.bundle.parent.iterdir()] == ["bundle"]  # no staging
+    # The message quotes released labels: in the private diagnostics, nowhere public.
+    private = [json.loads(p.read_text()) for p in (done.bundle / bundle.PRIVATE).glob("*")]
+    assert any("out of memory after the release of" in d["error"] for d in private)
+    assert not any("out of memory" in p.read_text() for p in public_files(done.bundle))
+    with pytest.raises(bundle.BundleError, match="1 check.* failed: digits raises-mid"):
+        bundle.load(done.bundle)
+
+
+def test_a_bundle_that_does_not_match_its_digests_or_its_checks_is_refused(
+        submitted, tmp_path, capsys):
+    honest, leaky = tmp_path / "honest", tmp_path / "leaky"
+    shutil.copytree(submitted("uniform-rr-knn").bundle, honest)
+    shutil.copytree(submitted("true-labels-knn").bundle, leaky)
+    run = next(p for p in honest.glob("*.json")
+               if json.loads(p.read_text()).get("kind") == "run")
+    record = json.loads(run.read_text())
+    record["metrics"]["accuracy_pct"] = 99.9
+    run.write_text(json.dumps(record))
+    code, err = report(honest, tmp_path / "site", capsys, "--no-archive")
+    assert code == 2 and f"{run} does not match its digest" in err
+
+    # Checks marked as passed by hand: the records still show the audit above its claim.
+    manifest = json.loads((leaky / bundle.MANIFEST).read_text())
+    manifest["passed"] = True
+    for check in manifest["checks"]:
+        check.update(passed=True, line="")
+    (leaky / bundle.MANIFEST).write_text(json.dumps(manifest))
+    code, err = report(leaky, tmp_path / "site", capsys, "--no-archive")
+    assert code == 2 and "exceeds its claim" in err
+
+
+def test_a_plugin_whose_import_fails_stops_with_one_line_naming_its_package(tmp_path):
+    """As a user meets it: a fresh process, with the broken package installed."""
+    site = tmp_path / "site"
+    dist_info(site, "privboard-broken-import", "0.1.0", {"broken": "broken_import_plugin"})
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(HERE), str(ROOT)])}
+    done = subprocess.run([sys.executable, "-m", "benchmarks.cli", "submit", "--method",
+                           "anything", "--suite", "smoke", "--out", str(tmp_path / "b")],
+                          capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.splitlines() == [
+        "privboard: error: the plugin package privboard-broken-import 0.1.0 failed to "
+        "import its entry point broken = broken_import_plugin (privboard.methods): "
+        "ModuleNotFoundError: No module named 'privboard_dependency_that_is_not_installed'"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--method", "uniform-rr-kn"], "unknown method 'uniform-rr-kn'; did you mean "
+                                    "'uniform-rr-knn'?"),
+    (["--method", "lp-1st"], "lp-1st is one of privboard's own methods"),
+    (["--method", "uniform-rr-knn", "--suite", "smoke"],
+     "suite smoke has no cells of uniform-rr-knn"),
+    (["--method", "uniform-rr-knn", "--seeds", "0,0"], "--seeds takes distinct integers"),
+    (["--method", "uniform-rr-knn", "--out", "{not_a_bundle}"], "exists and is not a bundle"),
+])
+def test_bad_input_stops_with_one_line(suite, argv, message, tmp_path, capsys):
+    not_a_bundle = tmp_path / "mine"
+    not_a_bundle.mkdir()
+    (not_a_bundle / "notes.txt").write_text("keep me")
+    args = {"--suite": str(suite), "--out": str(tmp_path / "bundle")}
+    for flag, value in zip(argv[::2], argv[1::2]):
+        args[flag] = value.format(not_a_bundle=not_a_bundle)
+    code = main(["submit", *[item for pair in args.items() for item in pair]])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.splitlines()) == 1 and message in err, err
+    assert not (tmp_path / "bundle").exists()
+    assert (not_a_bundle / "notes.txt").read_text() == "keep me"
+
+
+def test_help_describes_the_checks(capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(["submit", "--help"])
+    assert exited.value.code == 0
+    assert "--method METHOD" in capsys.readouterr().out
