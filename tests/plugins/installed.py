@@ -43,7 +43,7 @@ def installed(site: Path, packages: dict[str, tuple[str, str, dict[str, str]]]
               ) -> Iterator[None]:
     """``packages`` (source folder -> name, version, entry points) installed into
     ``site`` for the length of the block; the registry forgets their methods after."""
-    before, modules = set(_REGISTRY), set(sys.modules)
+    modules = set(sys.modules)
     with pytest.MonkeyPatch.context() as patch:
         for source, (name, version, entry_points) in packages.items():
             dist_info(site, name, version, entry_points)
@@ -53,9 +53,11 @@ def installed(site: Path, packages: dict[str, tuple[str, str, dict[str, str]]]
         try:
             yield
         finally:
-            for name in set(_REGISTRY) - before:
-                del _REGISTRY[name]
-            for name in set(sys.modules) - modules:
-                where = getattr(sys.modules[name], "__file__", None) or ""
-                if any(Path(where).is_relative_to(source) for source in packages):
-                    del sys.modules[name]
+            theirs = {name for name in set(sys.modules) - modules if any(
+                Path(getattr(sys.modules[name], "__file__", None) or "").is_relative_to(source)
+                for source in packages)}
+            for name in theirs:
+                del sys.modules[name]
+            for name, method in list(_REGISTRY.items()):
+                if method.__module__ in theirs:
+                    del _REGISTRY[name]
