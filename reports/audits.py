@@ -9,7 +9,8 @@ import pandas as pd
 
 AUDIT_COLUMNS = ["audited_epsilon", "audit_ceiling", "audit_flagged", "audit_canaries",
                  "audit_guesses", "audit_correct", "release_epsilon", "release_ceiling",
-                 "release_guesses", "release_correct", "release_where", "audit_seconds",
+                 "release_guesses", "release_correct", "release_where", "release_canaries",
+                 "release_observed", "audit_seconds",
                  "audit_overhead"]
 
 
@@ -23,7 +24,7 @@ def attach_audits(rows: pd.DataFrame, audits: pd.DataFrame, runs: pd.DataFrame) 
         "cell": record.config_id, "audited_epsilon": record.audit["epsilon_lower_bound"],
         "audit_ceiling": record.audit["ceiling"], "audit_flagged": record.audit["flagged"],
         "audit_canaries": record.audit["canaries"], "audit_guesses": record.audit["guesses"],
-        "audit_correct": record.audit["correct"], **_release(record.audit.get("release")),
+        "audit_correct": record.audit["correct"], **_release(record.audit),
         "audit_seconds": record.wall_time_s}
         for record in ok["record"]], columns=["cell", *AUDIT_COLUMNS[:-1]])
     strongest = found[["audited_epsilon", "release_epsilon"]].max(axis=1)
@@ -36,9 +37,14 @@ def attach_audits(rows: pd.DataFrame, audits: pd.DataFrame, runs: pd.DataFrame) 
     return merged
 
 
-def _release(release: dict | None) -> dict:
+def _release(audit: dict) -> dict:
+    release = audit.get("release")
     if release is None:
         return {}
+    # Audits recorded before the release audit of DP-SGD observed labels of the canaries.
     return {"release_epsilon": release["epsilon_lower_bound"],
             "release_ceiling": release["ceiling"], "release_guesses": release["guesses"],
-            "release_correct": release["correct"], "release_where": ", ".join(release["where"])}
+            "release_correct": release["correct"], "release_where": ", ".join(release["where"]),
+            "release_canaries": release.get("canaries", audit["canaries"]),
+            "release_observed": release.get("observed",
+                                            "the label each canary was released with")}

@@ -63,7 +63,8 @@ def audit_of(row) -> dict | None:
     release = None if pd.isna(row.release_epsilon) else {
         "bound": float(row.release_epsilon), "ceiling": float(row.release_ceiling),
         "guesses": int(row.release_guesses), "correct": int(row.release_correct),
-        "where": row.release_where, "flagged": float(row.release_epsilon) > row.epsilon}
+        "where": row.release_where, "canaries": int(row.release_canaries),
+        "observed": row.release_observed, "flagged": float(row.release_epsilon) > row.epsilon}
     return {"bound": float(row.audited_epsilon), "ceiling": float(row.audit_ceiling),
             "flagged": bool(row.audit_flagged),
             "model_flagged": float(row.audited_epsilon) > row.epsilon,

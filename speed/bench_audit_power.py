@@ -2,12 +2,15 @@
 audited epsilon at the release and from the model, each as a ratio of min(claim,
 ceiling), at the default canary count.
 
-Goals (at the release): RR-based cells at least 0.7 at epsilon 1 and 0.8 at epsilon 2.
-The release audit reads the labels before any training, so ``--epochs`` may shorten the
-training to time the release alone; the model audit then says less.
+Goals (at the release): RR-based cells at least 0.7 at epsilon 1 and 0.8 at epsilon 2;
+DP-SGD at least 0.3 at epsilon 2. The release audit reads the labels before any training,
+so ``--epochs`` may shorten the training to time the release alone; the model audit then
+says less. DP-SGD's release audit needs no model (its phantom canaries touch none of the
+model's weights), so ``--dp-sgd-seeds`` runs DP-SGD's release alone, at the quick suite's
+setting, once per seed; a model audit of DP-SGD is the audited twin of its cell.
 
     python -m speed.bench_audit_power [--methods lp-1st,rr-ssl-prior] [--epsilons 1,2]
-        [--epochs N] [--seed S]
+        [--epochs N] [--seed S] [--dp-sgd-seeds 0,1,2,3,4]
 """
 from __future__ import annotations
 
@@ -17,19 +20,45 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # the table, not TensorFlow's start-up
 
+import numpy as np  # noqa: E402
+
 from benchmarks import datasets  # noqa: E402
+from benchmarks.audit import dp_sgd_release  # noqa: E402
 from benchmarks.audit.training import audit_training  # noqa: E402
 from benchmarks.context import RunContext  # noqa: E402
 from benchmarks.contract import Budget  # noqa: E402
+from benchmarks.registry import get_method  # noqa: E402
 from benchmarks.suites import load_suite  # noqa: E402
 
 
-def quick_settings(method: str) -> tuple[str, dict]:
-    """The dataset and hyperparameters of ``method``'s first cell in the quick suite."""
+def quick_cell(method: str):
+    """``method``'s first cell in the quick suite."""
     for cell in load_suite("quick").cells:
         if cell.method == method:
-            return cell.dataset, dict(cell.hparams)
+            return cell
     raise SystemExit(f"{method} has no cell in the quick suite")
+
+
+def dp_sgd_release_power(epsilons: list[float], seeds: list[int]) -> None:
+    cell = quick_cell("dp-sgd")
+    h = get_method("dp-sgd").defaults | cell.hparams
+    n = len(datasets.load(cell.dataset).train.y)
+    print(f"\nDP-SGD at the release alone ({cell.dataset}, {n} examples, batch "
+          f"{h['batch_size']}, {h['epochs']:g} epochs, delta {cell.delta:g}; "
+          f"{dp_sgd_release.PHANTOMS} phantom canaries)")
+    print(f"{'eps':>5} {'seed':>5} {'at release':>11} {'ratio':>6} {'correct':>8} {'seconds':>8}")
+    for epsilon in epsilons:
+        ratios = []
+        for seed in seeds:
+            start = time.perf_counter()
+            release = dp_sgd_release.audit_release(
+                dataset_size=n, batch_size=h["batch_size"], epochs=h["epochs"],
+                clip_norm=h["clip_norm"], epsilon=epsilon, delta=cell.delta, seed=seed)
+            ratios.append(ratio(release["epsilon_lower_bound"], epsilon, release["ceiling"]))
+            print(f"{epsilon:>5g} {seed:>5} {release['epsilon_lower_bound']:>11.3f} "
+                  f"{ratios[-1]:>6.2f} {release['correct']:>4}/{release['guesses']:<3} "
+                  f"{time.perf_counter() - start:>8.1f}", flush=True)
+        print(f"{epsilon:>5g} median ratio {np.median(ratios):.2f}, lowest {min(ratios):.2f}")
 
 
 def ratio(bound: float, claim: float, ceiling: float) -> float:
@@ -45,17 +74,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--epochs", type=int, default=None,
                         help="train this many epochs instead of the suite's")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--dp-sgd-seeds", default="0,1,2,3,4",
+                        help="seeds of DP-SGD's release alone (empty: skip it)")
     args = parser.parse_args(argv)
+    epsilons = [float(e) for e in args.epsilons.split(",")]
     print(f"{'method':<16} {'eps':>5} {'at release':>11} {'ratio':>6} {'from model':>11} "
           f"{'ratio':>6} {'guesses':>8} {'seconds':>8}")
-    for method in args.methods.split(","):
-        dataset, hparams = quick_settings(method)
+    for method in filter(None, args.methods.split(",")):
+        cell = quick_cell(method)
+        dataset, hparams = cell.dataset, dict(cell.hparams)
         if args.epochs is not None and "epochs" in hparams:
             hparams["epochs"] = args.epochs
         data = datasets.load(dataset)
-        for epsilon in map(float, args.epsilons.split(",")):
+        for epsilon in epsilons:
             start = time.perf_counter()
-            result = audit_training(method, data, Budget(epsilon), hparams,
+            result = audit_training(method, data, Budget(epsilon, cell.delta), hparams,
                                     RunContext(seed=args.seed))
             release = result.release or {}
             at_release = release.get("epsilon_lower_bound", float("nan"))
@@ -66,6 +99,8 @@ def main(argv: list[str] | None = None) -> None:
                   f"{ratio(result.epsilon_lower_bound, epsilon, result.ceiling):>6.2f} "
                   f"{release.get('guesses', 0):>8} {time.perf_counter() - start:>8.1f}",
                   flush=True)
+    if args.dp_sgd_seeds:
+        dp_sgd_release_power(epsilons, [int(s) for s in args.dp_sgd_seeds.split(",")])
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from benchmarks.audit.training import audit_training
 from benchmarks.context import RunContext
 from benchmarks.contract import Budget
 from benchmarks.privacy import randomizers
+from benchmarks.registry import get_method
 
 CANARIES = 400
 # (method, dataset, hparams): the cheapest settings that release every label once.
@@ -73,3 +74,65 @@ def test_a_method_outside_the_layer_has_no_release_audit():
     result = audit_training("dp-erm-objective", datasets.load("breast-cancer"), Budget(1.0),
                             {}, RunContext(seed=0))
     assert result.release is None
+
+
+# ----- DP-SGD: phantom gradient canaries in the noisy clipped sum ----------------------
+
+PHANTOMS = 10_000  # the smallest count that flags both breaks at the quick suite's setting
+
+
+def quick_dp_sgd_release(break_it=None, monkeypatch=None) -> dict:
+    """The audited DP-SGD cell of the quick suite, its release alone (its dataset size,
+    sampling, clip norm, noise and steps), at the release audit's fixed guess share."""
+    from benchmarks.audit import dp_sgd_release
+    from benchmarks.suites import load_suite
+
+    cell = next(c for c in load_suite("quick").cells if c.method == "dp-sgd" and c.audit)
+    h = get_method(cell.method).defaults | cell.hparams
+    if break_it:
+        break_it(monkeypatch)
+    return dp_sgd_release.audit_release(
+        dataset_size=len(datasets.load(cell.dataset).train.y), batch_size=h["batch_size"],
+        epochs=h["epochs"], clip_norm=h["clip_norm"], epsilon=cell.epsilon,
+        delta=cell.delta, seed=1, phantoms=PHANTOMS) | {"claim": cell.epsilon}
+
+
+def clipping_at_4c(monkeypatch):
+    from benchmarks.privacy.noisy_clipped_sum import NoisyClippedSum
+
+    import tensorflow as tf
+
+    monkeypatch.setattr(NoisyClippedSum, "clip_weights", lambda self, norms: (
+        4 * self.clip_norm / tf.math.maximum(4 * self.clip_norm, norms)))
+
+
+def noise_at_half(monkeypatch):
+    from benchmarks.privacy.noisy_clipped_sum import NoisyClippedSum
+
+    real = NoisyClippedSum.__init__
+
+    def halved(self, *args, **kwargs):
+        real(self, *args, **kwargs)
+        self.noise_std /= 2
+
+    monkeypatch.setattr(NoisyClippedSum, "__init__", halved)
+
+
+@pytest.mark.parametrize("break_it", [clipping_at_4c, noise_at_half],
+                         ids=["clip-4C-noise-for-C", "noise-sigma/2"])
+def test_a_broken_dp_sgd_release_is_flagged_at_the_quick_suites_setting(break_it, monkeypatch):
+    release = quick_dp_sgd_release(break_it, monkeypatch)
+    assert release["epsilon_lower_bound"] > release["claim"], release
+
+
+def test_a_dp_sgd_cells_audit_reads_its_noisy_steps():
+    """The audited twin plants the phantoms on its run's ledger; the mechanism of the
+    run observes them, and the record says where and on how many. An honest cell is not
+    flagged (its power: python -m speed.bench_audit_power)."""
+    result = audit_training("dp-sgd", datasets.load("digits"), Budget(2.0, 1e-5),
+                            {"epochs": 1.0, "batch_size": 64}, RunContext(seed=0),
+                            canaries=CANARIES)
+    release = result.release
+    assert release["where"] == ["DP-SGD noisy clipped sum"]
+    assert release["canaries"] == 100_000 and release["guesses"] == 1000
+    assert not result.flagged

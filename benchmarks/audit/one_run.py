@@ -29,19 +29,21 @@ class OneRunBound:
     ceiling: float  # the bound if every guess of every share were right
 
 
-def guess_counts(canaries: int) -> list[int]:
+def guess_counts(canaries: int, shares: tuple[float, ...] = GUESS_SHARES) -> list[int]:
     """The numbers of guesses tried with ``canaries`` canaries (distinct, at least one)."""
-    return sorted({max(1, int(share * canaries)) for share in GUESS_SHARES})
+    return sorted({max(1, int(share * canaries)) for share in shares})
 
 
 def one_run_bound(evidence: np.ndarray, coins: np.ndarray, delta: float = 0.0,
-                  confidence: float = 0.95) -> OneRunBound:
-    """Guess coin 1 where the evidence is positive, 0 elsewhere, on the strongest r.
+                  confidence: float = 0.95,
+                  shares: tuple[float, ...] = GUESS_SHARES) -> OneRunBound:
+    """Guess coin 1 where the evidence is positive, 0 elsewhere, on the strongest r, for
+    r of each share of the canaries in ``shares``.
 
     Ties in strength keep the canaries' order, which is fixed before the coins."""
     evidence, coins = np.asarray(evidence), np.asarray(coins, dtype=bool)
     m = len(evidence)
-    counts = guess_counts(m)
+    counts = guess_counts(m, shares)
     each = 1 - (1 - confidence) / len(counts)
     strongest_first = np.argsort(-np.abs(evidence), kind="stable")
     right = (evidence > 0) == coins
@@ -50,4 +52,5 @@ def one_run_bound(evidence: np.ndarray, coins: np.ndarray, delta: float = 0.0,
         correct = int(right[strongest_first[:r]].sum())
         results.append((one_run_lower_bound(m, r, correct, delta, each), r, correct))
     bound, guesses, correct = max(results)  # on a tie, the most guesses
-    return OneRunBound(bound, confidence, m, guesses, correct, saturation(m, m, delta, each))
+    return OneRunBound(bound, confidence, m, guesses, correct,
+                       max(saturation(m, r, delta, each) for r in counts))

@@ -170,6 +170,9 @@ class Ledger:
         self.watched = np.empty(0, dtype=np.int64)
         # training-set index -> (mechanism, group, released value): the first release
         self.observed: dict[int, tuple[str, str, Any]] = {}
+        # An audit's phantom records (benchmarks.privacy.phantom_canaries), for the
+        # mechanisms that release gradients to observe.
+        self.phantoms: Any = None
 
     def watch(self, examples: np.ndarray) -> None:
         """Keep what every later release gives the training rows ``examples``."""

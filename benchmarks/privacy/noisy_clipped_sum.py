@@ -10,12 +10,17 @@ it refuses to run more steps than it charged. The caller computes each example's
 norm and weighs its gradient by ``clip_weights``; the gradient-norm machinery for Keras
 models is methods.nn.fast_clipping.
 
+An audit's phantom canaries (benchmarks.privacy.phantom_canaries) planted on the ledger
+are sampled by the same coins, clipped by ``clip_weights`` and noised by ``noisy_mean``
+as the real examples, on coordinates of their own, and their release is observed there.
+
 TensorFlow is imported by this module alone in the layer: importing it loads TensorFlow.
 """
 from __future__ import annotations
 
 import tensorflow as tf
 
+from benchmarks.privacy import phantom_canaries
 from benchmarks.privacy.ledger import Ledger, SampledGaussian, records
 
 
@@ -34,6 +39,11 @@ class NoisyClippedSum:
         self.noise_std = float(noise_multiplier) * self.clip_norm
         self.generator = tf.random.Generator.from_seed(seed)
         self.taken = tf.Variable(0, dtype=tf.int64, trainable=False)
+        self.phantoms = ledger.phantoms
+        if self.phantoms is not None:
+            self._members = tf.constant(self.phantoms.members[:, None], tf.int64)
+            self._sampled = tf.Variable(tf.zeros([len(self._members)], tf.bool),
+                                        trainable=False)
         ledger.charge("DP-SGD (Poisson-sampled Gaussian)", records(),
                       SampledGaussian(self.noise_std / self.clip_norm, self.sampling_rate,
                                       self.steps),
@@ -46,7 +56,12 @@ class NoisyClippedSum:
         with tf.control_dependencies([tf.debugging.assert_less_equal(
                 taken, tf.constant(self.steps, tf.int64),
                 message="DP-SGD ran more steps than its ledger charge")]):
-            coins = self.generator.uniform([self.dataset_size], dtype=tf.float64)
+            coins = self.generator.uniform(
+                [self.dataset_size + (0 if self.phantoms is None else len(self._members))],
+                dtype=tf.float64)
+        if self.phantoms is not None:  # the phantoms' coins follow the real examples'
+            self._sampled.assign(coins[self.dataset_size:] < self.sampling_rate)
+            coins = coins[:self.dataset_size]
         return tf.reshape(tf.where(coins < self.sampling_rate), [-1])
 
     def clip_weights(self, norms: tf.Tensor) -> tf.Tensor:
@@ -56,5 +71,25 @@ class NoisyClippedSum:
     def noisy_mean(self, clipped_sums: list[tf.Tensor]) -> list[tf.Tensor]:
         """The released step: each clipped gradient sum plus N(0, sigma^2 C^2), over the
         expected batch size."""
-        return [(g + self.generator.normal(tf.shape(g), stddev=self.noise_std))
-                / self.expected_batch for g in clipped_sums]
+        sums = list(clipped_sums)
+        if self.phantoms is not None:
+            sums.append(self._phantom_sum())
+        released = [(g + self.generator.normal(tf.shape(g), stddev=self.noise_std))
+                    / self.expected_batch for g in sums]
+        if self.phantoms is None:
+            return released
+        observed = tf.numpy_function(self._observe, [released.pop() * self.expected_batch],
+                                     tf.bool, stateful=True)
+        with tf.control_dependencies([observed]):
+            return [tf.identity(g) for g in released]
+
+    def _phantom_sum(self) -> tf.Tensor:
+        """The sampled phantoms' clipped gradients, each on its own coordinate."""
+        norms = tf.fill(tf.shape(self._sampled), phantom_canaries.GRADIENT_NORM * self.clip_norm)
+        clipped = self.clip_weights(norms) * norms * tf.cast(self._sampled, norms.dtype)
+        return tf.scatter_nd(self._members, clipped, [len(self.phantoms)])
+
+    def _observe(self, released):
+        self.phantoms.observe("DP-SGD noisy clipped sum", released, self.sampling_rate,
+                              self.clip_norm)
+        return True
