@@ -1,7 +1,7 @@
 """privboard submit: a method from another package reaches the leaderboard only with its
 privacy claim checked. The example package (examples/uniform-rr-plugin) goes from
 install to a row on the site beside the archive; each broken variant
-(tests/plugins/broken_submissions) is refused with its reason, and so is its bundle;
+(tests/plugins/example_variants) is refused with its reason, and so is its bundle;
 bad input stops with one line."""
 from __future__ import annotations
 
@@ -25,13 +25,13 @@ from benchmarks.cli import main
 from benchmarks.privacy import randomizers
 from plugins.installed import EXAMPLE, HERE, ROOT, dist_info, example_metadata, installed
 
-BROKEN = ("privboard-broken-submissions", "0.0.1", {"broken": "broken_submissions"})
+VARIANTS = ("privboard-example-variants", "0.0.1", {"variants": "example_variants"})
 # Every variant at epsilon 1 on digits, one seed: a run and its audited twin each.
 SUITE = """name = "tiny-submissions"
 [[block]]
 datasets = ["digits"]
-methods = ["uniform-rr-knn", "true-labels-knn", "own-rr-3x-knn", "under-claimed-knn",
-           "no-ledger-knn", "scratch-ledger-knn", "raises-mid-fit-knn"]
+methods = ["uniform-rr-knn", "own-rr-knn", "true-labels-knn", "own-rr-3x-knn",
+           "under-claimed-knn", "no-ledger-knn", "scratch-ledger-knn", "raises-mid-fit-knn"]
 epsilons = [1]
 seeds = [0]
 """
@@ -40,11 +40,11 @@ AUDIT_LINE = r"audited ε ≥ ([\d.]+) at [\d.]+% \({}\) exceeds the claim 1$"
 
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory):
-    """The example and the broken variants installed; the tiny suite of them."""
+    """The example and its variants installed; the tiny suite of them."""
     folder = tmp_path_factory.mktemp("plugins")
     path = folder / "tiny.toml"
     path.write_text(SUITE)
-    with installed(folder / "site", {str(EXAMPLE): example_metadata(), str(HERE): BROKEN}):
+    with installed(folder / "site", {str(EXAMPLE): example_metadata(), str(HERE): VARIANTS}):
         yield path
 
 
@@ -158,9 +158,22 @@ def test_a_broken_submission_is_refused_with_its_reason(submitted, method, reaso
     assert not (tmp_path / "site").exists()
 
 
-def test_the_self_accounted_method_names_its_own_charges(submitted):
-    manifest = json.loads((submitted("own-rr-3x-knn").bundle / bundle.MANIFEST).read_text())
+def test_an_honest_self_accounted_method_passes_and_the_site_says_so(submitted, tmp_path,
+                                                                    capsys):
+    done = submitted("own-rr-knn")
+    assert (done.code, done.failed) == (0, [])
+    manifest = json.loads((done.bundle / bundle.MANIFEST).read_text())
+    assert manifest["accounting"] == bundle.SELF_ACCOUNTED
     assert manifest["own_charges"] == ["my randomized response"]
+    site = tmp_path / "site"
+    assert report(done.bundle, site, capsys, "--no-archive") == (0, "")
+    index = (site / "index.html").read_text()
+    row = index[index.index("<strong>own-rr-knn</strong>"):]
+    row = row[:row.index("</tr>")]
+    assert "self-accounted" in row and "my randomized response" in row
+    assert "its audit is its only check" in row
+    for page in ("methods/own-rr-knn.html", f"cells/{row.split('cells/')[1][:20]}.html"):
+        assert "privboard-example-variants 0.0.1" in (site / page).read_text(), page
 
 
 def test_a_leak_of_three_times_the_claim_through_the_layer_is_caught_at_the_release(

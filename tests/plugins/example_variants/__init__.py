@@ -1,6 +1,7 @@
-"""Methods broken on purpose, registered by a package of their own through the
-privboard.methods entry point (tests/plugins/installed.py puts it on the path), each a
-variant of the example plugin that ``privboard submit`` must refuse with its reason."""
+"""Variants of the example plugin, registered by a package of their own through the
+privboard.methods entry point (tests/plugins/installed.py puts it on the path): an honest
+self-accounted one, and methods broken on purpose that ``privboard submit`` must refuse
+with their reason."""
 from __future__ import annotations
 
 import numpy as np
@@ -23,20 +24,29 @@ class TrainsOnTrueLabels(UniformRRNeighbours):
         return self.fit_released(train.x, train.y, num_classes)
 
 
-class OwnRRAtThreeTimesEpsilon(UniformRRNeighbours):
-    """Randomized response of its own, outside the layer, at three times the epsilon it
-    charges: self-accounted, and its leak is only a multiple of its claim."""
+class OwnRR(UniformRRNeighbours):
+    """Honest and self-accounted: randomized response of its own, outside the layer, at
+    ``multiple`` times the epsilon it charges itself."""
 
-    name = "own-rr-3x-knn"
+    name = "own-rr-knn"
+    multiple = 1
 
-    def fit(self, train: Split, num_classes: int) -> "OwnRRAtThreeTimesEpsilon":
+    def fit(self, train: Split, num_classes: int) -> "OwnRR":
         epsilon = self.budget.epsilon
         self.ctx.ledger.charge("my randomized response", labels(), PureEpsilon(epsilon))
-        keep = np.exp(3 * epsilon) / (np.exp(3 * epsilon) + num_classes - 1)
+        run_at = self.multiple * epsilon
+        keep = np.exp(run_at) / (np.exp(run_at) + num_classes - 1)
         rng = self.ctx.rng("my randomized response")
         other = (train.y + rng.integers(1, num_classes, len(train))) % num_classes
         released = np.where(rng.random(len(train)) < keep, train.y, other)
         return self.fit_released(train.x, released, num_classes)
+
+
+class OwnRRAtThreeTimesEpsilon(OwnRR):
+    """Self-accounted, and its leak is only a multiple of its claim."""
+
+    name = "own-rr-3x-knn"
+    multiple = 3
 
 
 class ClaimsLessThanItsLedger(UniformRRNeighbours):
