@@ -184,6 +184,7 @@ def _audit_training(args: argparse.Namespace) -> int:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="privboard", description=(
         "Reproducibility benchmarks and leaderboard for private machine learning."))
+    p.set_defaults(interrupted="finished cells are saved, run again to resume")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     ls = sub.add_parser("list", help="list methods, datasets and suites")
@@ -273,7 +274,8 @@ def parser() -> argparse.ArgumentParser:
     add_submit_arguments(submit)
     with_seeds(submit)
     with_data(submit)
-    submit.set_defaults(func=_submit)
+    submit.set_defaults(func=_submit, interrupted="no bundle was written (a bundle is "
+                                                  "written whole at the end)")
 
     report = sub.add_parser("report", help="build the HTML leaderboard from run records")
     from reports import add_arguments as add_report_arguments
@@ -336,8 +338,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"privboard: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("privboard: interrupted; finished cells are saved, run again to resume",
-              file=sys.stderr)
+        print(f"privboard: interrupted; {args.interrupted}", file=sys.stderr)
         return 130
 
 

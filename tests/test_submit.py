@@ -159,13 +159,16 @@ def test_a_broken_submission_is_refused_with_its_reason(submitted, method, reaso
 
 
 def test_an_honest_self_accounted_method_passes_and_the_site_says_so(submitted, tmp_path,
-                                                                    capsys):
+                                                                    monkeypatch, capsys):
+    """The site is built as the archive's is: without TensorFlow, from the bundle's
+    records, the baselines and its catalogue."""
     done = submitted("own-rr-knn")
     assert (done.code, done.failed) == (0, [])
     manifest = json.loads((done.bundle / bundle.MANIFEST).read_text())
     assert manifest["accounting"] == bundle.SELF_ACCOUNTED
     assert manifest["own_charges"] == ["my randomized response"]
     site = tmp_path / "site"
+    monkeypatch.setitem(sys.modules, "tensorflow", None)  # any import of it fails
     assert report(done.bundle, site, capsys, "--no-archive") == (0, "")
     index = (site / "index.html").read_text()
     row = index[index.index("<strong>own-rr-knn</strong>"):]
