@@ -35,6 +35,7 @@ PRIVATE = "private"
 SCHEMA = 1
 CHARGED_BY_CONSTRUCTION = "charged by construction"
 SELF_ACCOUNTED = "self-accounted"
+NOT_RUN = "not run"  # the method broke the contract: its suite did not run
 
 
 class BundleError(PrivboardError):

@@ -102,25 +102,24 @@ def run(args: argparse.Namespace) -> int:
     else:
         print("the method breaks the contract: its suite was not run")
     failed = [check for check in checks if not check.passed]
-    manifest = {
+    accounting = bundle.NOT_RUN if not records else (
+        bundle.SELF_ACCOUNTED if own_charges else bundle.CHARGED_BY_CONSTRUCTION)
+    bundle.write(args.out, {
         "method": method.name, "plugin": dataclasses.asdict(plugin),
-        "source": bundle.source_digests(_package_dir(method)),
-        "accounting": ((bundle.SELF_ACCOUNTED if own_charges
-                        else bundle.CHARGED_BY_CONSTRUCTION) if records else "not run"),
-        "own_charges": own_charges, "suite": suite.name,
+        "source": bundle.source_digests(_package_dir(plugin)),
+        "accounting": accounting, "own_charges": own_charges, "suite": suite.name,
         "command": f"privboard submit --method {method.name} --suite {args.suite}"
                    + (f" --seeds {args.seeds}" if args.seeds else ""),
         "checks": [check.as_dict() for check in checks], "passed": not failed,
-        "environment": environment(plugin)}
-    written = bundle.write(args.out, manifest, records, suite)
+        "environment": environment(plugin)}, records, suite)
     for check in failed:
         print(f"FAILED {check.as_dict()['line']}")
     if failed:
-        print(f"submission refused: {len(failed)} of {len(checks)} checks failed "
-              f"(the bundle {written.parent}/ keeps them; privboard report refuses it)")
+        print(f"submission refused: {len(failed)} of {len(checks)} checks failed (the "
+              f"bundle {args.out}/ keeps them; privboard report refuses it)")
         return 1
-    print(f"submission passed: all {len(checks)} checks held; {manifest['accounting']}. "
-          f"Show it beside the archive with: privboard report --results {written.parent}")
+    print(f"submission passed: all {len(checks)} checks held; {accounting}. Show it "
+          f"beside the archive with: privboard report --results {args.out}")
     return 0
 
 
@@ -218,8 +217,8 @@ def environment(plugin: registry.Plugin) -> dict[str, Any]:
             "plugin": f"{plugin.package} {plugin.version}"}
 
 
-def _package_dir(method: type[Method]) -> Path:
+def _package_dir(plugin: registry.Plugin) -> Path:
     """The top-level package (or module) of the method's code: the files digested."""
-    module = sys.modules[method.__module__.split(".")[0]]
+    module = sys.modules[plugin.module]
     paths = getattr(module, "__path__", None)
     return Path(list(paths)[0]) if paths else Path(module.__file__)

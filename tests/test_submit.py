@@ -141,10 +141,10 @@ def test_the_example_goes_from_install_to_a_row_on_the_site(submitted, tmp_path,
      bundle.CHARGED_BY_CONSTRUCTION),
     ("no-ledger-knn", r"raised InputError: randomized response needs the run's privacy "
                       r"ledger to charge, got NoneType", "the method contract (fits",
-     "not run"),
+     bundle.NOT_RUN),
     ("scratch-ledger-knn", r"randomized response was handed a ledger that is not the "
                            r"run's: its release is charged to no record$",
-     "the method contract (charges the run's ledger", "not run"),
+     "the method contract (charges the run's ledger", bundle.NOT_RUN),
 ])
 def test_a_broken_submission_is_refused_with_its_reason(submitted, method, reason, scope,
                                                         accounting, tmp_path, capsys):
