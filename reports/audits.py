@@ -10,7 +10,7 @@ import pandas as pd
 AUDIT_COLUMNS = ["audited_epsilon", "audit_ceiling", "audit_flagged", "audit_canaries",
                  "audit_guesses", "audit_correct", "release_epsilon", "release_ceiling",
                  "release_guesses", "release_correct", "release_where", "release_canaries",
-                 "release_observed", "audit_seconds",
+                 "release_observed", "noise_checked", "noise_failed", "audit_seconds",
                  "audit_overhead"]
 
 
@@ -25,6 +25,7 @@ def attach_audits(rows: pd.DataFrame, audits: pd.DataFrame, runs: pd.DataFrame) 
         "audit_ceiling": record.audit["ceiling"], "audit_flagged": record.audit["flagged"],
         "audit_canaries": record.audit["canaries"], "audit_guesses": record.audit["guesses"],
         "audit_correct": record.audit["correct"], **_release(record.audit),
+        **_noise_checks(record.audit),
         "audit_seconds": record.wall_time_s}
         for record in ok["record"]], columns=["cell", *AUDIT_COLUMNS[:-1]])
     strongest = found[["audited_epsilon", "release_epsilon"]].max(axis=1)
@@ -35,6 +36,17 @@ def attach_audits(rows: pd.DataFrame, audits: pd.DataFrame, runs: pd.DataFrame) 
                                                                      how="left")
     merged["audit_flagged"] = merged["audit_flagged"].fillna(False).astype(bool)
     return merged
+
+
+def _noise_checks(audit: dict) -> dict:
+    """The mechanisms whose noise was checked at the cell's setting, and those that failed."""
+    checks = audit.get("noise_checks") or []
+    if not checks:
+        return {}
+    return {"noise_checked": ", ".join(c["mechanism"] for c in checks),
+            "noise_failed": "; ".join(f"{c['mechanism']}: {c['measured']} "
+                                      f"(p = {c['p_value']:.2g})"
+                                      for c in checks if c["flagged"])}
 
 
 def _release(audit: dict) -> dict:

@@ -71,6 +71,9 @@ def audit_of(row) -> dict | None:
             "canaries": int(row.audit_canaries),
             "guesses": int(row.audit_guesses), "correct": int(row.audit_correct),
             "release": release,
+            "noise": None if pd.isna(row.noise_checked) else {
+                "checked": row.noise_checked,
+                "failed": "" if pd.isna(row.noise_failed) else row.noise_failed},
             "strongest": max(float(row.audited_epsilon),
                              release["bound"] if release else 0.0),
             "overhead": None if pd.isna(row.audit_overhead) else float(row.audit_overhead)}

@@ -69,11 +69,58 @@ def test_a_broken_release_is_flagged_at_the_release(cell, epsilon, break_it, mon
     assert result.release["epsilon_lower_bound"] > epsilon, result.release
 
 
-def test_a_method_outside_the_layer_has_no_release_audit():
-    """DP-ERM adds its own noise to weights, not labels: only its model is audited."""
-    result = audit_training("dp-erm-objective", datasets.load("breast-cancer"), Budget(1.0),
-                            {}, RunContext(seed=0))
-    assert result.release is None
+def half_the_erm_noise(monkeypatch):
+    from benchmarks.privacy import erm_noise
+
+    real = erm_noise.sample_norm_exponential_noise
+    monkeypatch.setattr(erm_noise, "sample_norm_exponential_noise",
+                        lambda dim, beta, rng: real(dim, beta, rng) / 2)
+
+
+@pytest.mark.parametrize("method", ["dp-erm-objective", "dp-erm-output"])
+def test_dp_erm_noise_is_checked_at_the_cells_setting(method, monkeypatch):
+    """DP-ERM adds its noise to weights: no canary label is released, so its release is
+    checked by drawing its noise again at the charged setting. Honest noise passes; half
+    of it fails, through the suite's own configuration."""
+    data = datasets.load("breast-cancer")
+    honest = audit_training(method, data, Budget(1.0), {}, RunContext(seed=0))
+    assert honest.release is None
+    assert [c["flagged"] for c in honest.noise_checks] == [False], honest.noise_checks
+    half_the_erm_noise(monkeypatch)
+    broken = audit_training(method, data, Budget(1.0), {}, RunContext(seed=0))
+    assert broken.flagged and broken.noise_checks[0]["flagged"], broken.noise_checks
+
+
+def quick_pate_aggregation(break_it=None, monkeypatch=None):
+    """The noise checks of the audited PATE cell of the quick suite: its aggregator at the
+    cell's hyperparameters (its calibrated sigma2), on stand-in votes of its query count."""
+    from benchmarks.privacy import noise_checks
+    from benchmarks.suites import load_suite
+
+    cell = next(c for c in load_suite("quick").cells
+                if c.method.startswith("pate-") and c.audit)
+    model = get_method(cell.method)(Budget(cell.epsilon, cell.delta), **cell.hparams)
+    if break_it:
+        break_it(monkeypatch)
+    model._aggregate(np.tile([150, 100] + [0] * 8, (cell.hparams["queries"], 1)))
+    return noise_checks.check_ledger(model.ctx.ledger, np.random.default_rng(0))
+
+
+def gnmax_at_half_sigma(monkeypatch):
+    from benchmarks.privacy import aggregators
+
+    real = aggregators._gnmax
+    monkeypatch.setattr(aggregators, "_gnmax", lambda v, sigma, rng: real(v, sigma / 2, rng))
+
+
+def test_the_quick_suites_pate_noise_passes_its_check():
+    checks = quick_pate_aggregation()
+    assert [(c.mechanism, c.flagged) for c in checks] == [("GNMax (answered queries)", False)]
+
+
+def test_gnmax_at_half_sigma_is_flagged_at_the_quick_suites_setting(monkeypatch):
+    checks = quick_pate_aggregation(gnmax_at_half_sigma, monkeypatch)
+    assert checks and all(c.flagged for c in checks), checks
 
 
 # ----- DP-SGD: phantom gradient canaries in the noisy clipped sum ----------------------

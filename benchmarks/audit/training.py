@@ -30,7 +30,7 @@ from benchmarks.privacy.audit_bounds import one_run_lower_bound, saturation
 from benchmarks.context import RunContext
 from benchmarks.contract import Budget, Dataset, Method
 from benchmarks.errors import InputError
-from benchmarks.privacy import Kind
+from benchmarks.privacy import Kind, noise_checks
 from benchmarks.privacy.phantom_canaries import PhantomCanaries
 from benchmarks.registry import get_method
 
@@ -72,14 +72,19 @@ class TrainingAudit:
     # classes, correct, ceiling, where: the releases), or None
     # when no release of a canary went through them.
     release: dict[str, Any] | None = None
+    # Where a release carries too little per record for a one-run bound (DP-ERM, PATE):
+    # the noise checks of its mechanisms at the charged setting
+    # (benchmarks.privacy.noise_checks), as dicts.
+    noise_checks: tuple[dict[str, Any], ...] = ()
 
     @property
     def flagged(self) -> bool:
-        """Either audit's bound exceeds the claim."""
+        """Either audit's bound exceeds the claim, or a mechanism's noise is below it."""
         bounds = [self.epsilon_lower_bound]
         if self.release is not None:
             bounds.append(self.release["epsilon_lower_bound"])
-        return max(bounds) > self.claimed_epsilon
+        return (max(bounds) > self.claimed_epsilon
+                or any(check["flagged"] for check in self.noise_checks))
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self) | {"flagged": self.flagged}
@@ -144,13 +149,15 @@ def audit_training(method: str, data: Dataset, budget: Budget, hparams: dict[str
         release = release_audit(*release, coins, delta, confidence)
     elif model.ctx.ledger.phantoms is not None and model.ctx.ledger.phantoms.steps:
         release = phantom_audit(model.ctx.ledger.phantoms, delta, confidence)
+    checks = noise_checks.check_ledger(model.ctx.ledger, context.rng("audit noise checks"))
     return TrainingAudit(
         method=method, dataset=data.name, seed=context.seed, notion=notion.short,
         canary_kind=planted.kind, claimed_epsilon=budget.epsilon, claimed_delta=delta,
         epsilon_lower_bound=bound.epsilon, confidence=bound.confidence,
         canaries=bound.canaries, guesses=bound.guesses, correct=bound.correct,
         ceiling=bound.ceiling, training_examples=len(data.train),
-        seconds=round(seconds, 3), release=release)
+        seconds=round(seconds, 3), release=release,
+        noise_checks=tuple(check.as_dict() for check in checks))
 
 
 def release_audit(evidence: np.ndarray, where: list[str], coins: np.ndarray, delta: float,
@@ -233,6 +240,7 @@ def report(result: TrainingAudit) -> str:
             f"  {result.guesses} guesses, {result.correct} right\n"
             f"  ceiling {result.ceiling:.3f} (the bound if every guess were right): {reach}\n"
             f"{release_report(result.release)}"
+            f"{''.join(noise_check_report(check) for check in result.noise_checks)}"
             f"  audited training: {result.seconds:.1f} s, on {result.training_examples} "
             f"training examples and up to {result.canaries} canaries (at most "
             f"{result.canaries / result.training_examples:.0%} more examples than the "
@@ -246,6 +254,12 @@ def release_report(release: dict[str, Any] | None) -> str:
             f"{release['epsilon_lower_bound']:.3f}, {release['correct']} of "
             f"{release['guesses']} guesses right (a guess per canary released as one of "
             f"its two classes), ceiling {release['ceiling']:.3f}\n")
+
+
+def noise_check_report(check: dict[str, Any]) -> str:
+    verdict = "TOO LITTLE NOISE" if check["flagged"] else "consistent"
+    return (f"  noise check of {check['mechanism']} at its charged setting ({check['claim']}): "
+            f"{check['measured']}, p = {check['p_value']:.3g}: {verdict}\n")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -13,7 +13,9 @@ record of its shard changes.
 from __future__ import annotations
 
 import numpy as np
+from scipy import stats
 
+from benchmarks.privacy import noise_checks
 from benchmarks.privacy import pate as analysis
 from benchmarks.privacy.errors import InputError
 from benchmarks.privacy.ledger import Ledger, RdpCurve, records
@@ -98,3 +100,45 @@ def release_data_dependent_epsilon(ledger: Ledger, votes, answered=None, *, sigm
                   order=release.order, beta=release.beta,
                   noise_multiplier=release.noise_multiplier)
     return release
+
+
+# ----- the noise check of GNMax at a run's sigma2 (benchmarks.privacy.noise_checks) ------
+
+# Probe queries of two classes whose counts differ by about sqrt(2) sigma2: GNMax answers
+# the smaller one with probability P(N(0, 2 sigma2^2) > gap), 16% at exactly sqrt(2)
+# sigma2, against 2% at sigma2 / 2. 400 probes tell the two apart at any level a check
+# needs (expected flips 64 against 9).
+PROBES = 400
+
+
+def _gnmax_answers(probes: np.ndarray, sigma: float, rng: np.random.Generator) -> np.ndarray:
+    return gnmax(Ledger(), probes, sigma, rng)
+
+
+def _confident_gnmax_answers(probes: np.ndarray, sigma: float, rng: np.random.Generator
+                             ) -> np.ndarray:
+    """Confident-GNMax's answers to probes whose top counts all pass its threshold check
+    (10 sigma1 above it)."""
+    offset = int(np.ceil(100 * (sigma + 1)))
+    _, labels, _ = confident_gnmax(Ledger(), probes + offset, threshold=offset - 10,
+                                   sigma1=1.0, sigma2=sigma, rng=rng)
+    return labels
+
+
+def _gnmax_check(answers):
+    def check(charge, rng: np.random.Generator) -> noise_checks.NoiseCheck:
+        sigma = float(charge.details["sigma2"])
+        gap = max(1, round(np.sqrt(2) * sigma))
+        flips = int((answers(np.tile([gap, 0], (PROBES, 1)), sigma, rng) != 0).sum())
+        expected = float(stats.norm.sf(gap / (np.sqrt(2) * sigma)))
+        return noise_checks.NoiseCheck(
+            charge.mechanism, f"sigma2 = {sigma:.4g}: a lead of {gap} votes is overturned "
+            f"with probability {expected:.3f}",
+            f"{flips} of {PROBES} probe queries answered with the smaller count "
+            f"({expected * PROBES:.1f} expected)",
+            float(stats.binom.cdf(flips, PROBES, expected)))
+    return check
+
+
+noise_checks.register("GNMax", _gnmax_check(_gnmax_answers))
+noise_checks.register("GNMax (answered queries)", _gnmax_check(_confident_gnmax_answers))

@@ -22,7 +22,8 @@ import math
 import numpy as np
 from scipy import stats
 
-from benchmarks.privacy.ledger import Ledger, PureEpsilon, Touches
+from benchmarks.privacy import noise_checks
+from benchmarks.privacy.ledger import Ledger, PureEpsilon, Touches, records
 
 
 def sample_norm_exponential_noise(dim: int, beta: float, rng: np.random.Generator) -> np.ndarray:
@@ -67,8 +68,9 @@ def output_perturbation(ledger: Ledger, minimiser: np.ndarray, *, epsilon: float
     """Release argmin J + b (Algorithm 1), argmin J of the ``len(touches.examples)`` rows
     with regularisation Lambda. Returns (release, b, beta); b is private."""
     n = _size(touches, "output perturbation")
-    Ledger.of(ledger, "output perturbation").charge("output perturbation", touches,
-                                                    PureEpsilon(epsilon))
+    Ledger.of(ledger, "output perturbation").charge(
+        "output perturbation", touches, PureEpsilon(epsilon), regularization=regularization,
+        dimension=len(minimiser))
     beta = output_noise_rate(epsilon, n, regularization)
     noise = sample_norm_exponential_noise(len(minimiser), beta, rng)
     return minimiser + noise, noise, beta
@@ -82,8 +84,9 @@ def objective_perturbation_noise(ledger: Ledger, dim: int, *, epsilon: float,
     rows, and its calibration: the caller minimises J(f) + (1/n) b.f + (Delta/2) ||f||^2,
     whose minimiser is the release. b is private."""
     n = _size(touches, "objective perturbation")
-    Ledger.of(ledger, "objective perturbation").charge("objective perturbation", touches,
-                                                       PureEpsilon(epsilon))
+    Ledger.of(ledger, "objective perturbation").charge(
+        "objective perturbation", touches, PureEpsilon(epsilon), regularization=regularization,
+        curvature_bound=curvature_bound, dimension=dim)
     calibration = objective_calibration(epsilon, n, regularization, curvature_bound)
     return sample_norm_exponential_noise(dim, calibration.beta, rng), calibration
 
@@ -156,3 +159,47 @@ def _register_audit() -> None:
 
 
 _register_audit()
+
+
+# ----- the noise checks at a run's setting (benchmarks.privacy.noise_checks) ---------------
+
+# Draws of the noise per check. The radii of honest noise sum to Gamma(PROBES d, 1/beta);
+# at half the scale the sum is half of that, over 40 standard deviations below its mean
+# when d = 1.
+PROBES = 200
+
+
+def _radius_check(charge, radii: np.ndarray, beta: float) -> noise_checks.NoiseCheck:
+    d = int(charge.details["dimension"])
+    expected = PROBES * d / beta
+    return noise_checks.NoiseCheck(
+        charge.mechanism, f"noise density ~ exp(-beta |b|) in {d} dimensions, beta = "
+        f"{beta:.4g}: radius Gamma({d}, 1/beta)",
+        f"mean radius of {PROBES} probe draws {radii.mean():.4g} "
+        f"({expected / PROBES:.4g} expected)",
+        float(stats.gamma(a=PROBES * d, scale=1.0 / beta).cdf(radii.sum())))
+
+
+def _check_output_perturbation(charge, rng: np.random.Generator):
+    """Releases of a zero minimiser at the charge's setting: each is its noise."""
+    n, d = len(charge.touches.examples), int(charge.details["dimension"])
+    epsilon, regularization = charge.cost.epsilon, charge.details["regularization"]
+    radii = np.array([np.linalg.norm(output_perturbation(
+        Ledger(), np.zeros(d), epsilon=epsilon, regularization=regularization, rng=rng,
+        touches=records(np.arange(n)))[0]) for _ in range(PROBES)])
+    return _radius_check(charge, radii, output_noise_rate(epsilon, n, regularization))
+
+
+def _check_objective_perturbation(charge, rng: np.random.Generator):
+    n, d = len(charge.touches.examples), int(charge.details["dimension"])
+    draws = [objective_perturbation_noise(
+        Ledger(), d, epsilon=charge.cost.epsilon,
+        regularization=charge.details["regularization"],
+        curvature_bound=charge.details["curvature_bound"], rng=rng,
+        touches=records(np.arange(n))) for _ in range(PROBES)]
+    return _radius_check(charge, np.array([np.linalg.norm(b) for b, _ in draws]),
+                         draws[0][1].beta)
+
+
+noise_checks.register("output perturbation", _check_output_perturbation)
+noise_checks.register("objective perturbation", _check_objective_perturbation)
