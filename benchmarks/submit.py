@@ -6,10 +6,11 @@ entry point. The command
 
 1. runs the method contract on the tiny data (benchmarks.contract_checks, the checks the
    tests run on privboard's own methods);
-2. runs the suite's cells of the method, and an audited twin of each private
-   configuration (benchmarks.audit.training: label canaries under label-DP, inclusion
-   canaries under add/remove full DP; at the release too where the privacy layer's
-   mechanisms released the canaries);
+2. runs the suite's cells of the method (or, for a suite that names it nowhere, such as
+   one of ours, the method with its defaults on the suite's datasets, epsilons and
+   seeds), and an audited twin of each private configuration (benchmarks.audit.training:
+   label canaries under label-DP, inclusion canaries under add/remove full DP; at the
+   release too where the privacy layer's mechanisms released the canaries);
 3. checks each record: the run finished, its epsilon is what its ledger's charges
    compose to, every mechanism of the privacy layer it ran charged the run's ledger
    (benchmarks.ledger_watch), and no audit's bound exceeds the claim;
@@ -66,8 +67,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the method, registered by an installed package through the "
                              f"{registry.ENTRY_POINT_GROUP} entry point")
     parser.add_argument("--suite", required=True,
-                        help="a suite name or the path of a suite's TOML file; its cells of "
-                             "the method run")
+                        help="a suite name or the path of a suite's TOML file: its cells of "
+                             "the method run, or, when it names the method nowhere (a suite "
+                             "of ours), the method on its datasets, epsilons and seeds")
     parser.add_argument("--out", type=Path, required=True, metavar="BUNDLE",
                         help="the bundle folder to write (an earlier bundle there is "
                              "replaced)")
@@ -82,7 +84,10 @@ def run(args: argparse.Namespace) -> int:
                          f"method that another package registers through the "
                          f"{registry.ENTRY_POINT_GROUP} entry point")
     bundle.check_writable(args.out)
-    suite = load_suite(args.suite, None if args.seeds is None else parse_seeds(args.seeds))
+    seeds = None if args.seeds is None else parse_seeds(args.seeds)
+    suite = load_suite(args.suite, seeds)
+    if not any(cell.method == method.name for cell in suite.cells):  # a suite of ours
+        suite = load_suite(args.suite, seeds, grid_for=method.name)
     cells = cells_of(suite, method)
     data_dir = args.data or datasets.data_dir()
     for name in sorted({cell.dataset for cell in cells}):
@@ -128,8 +133,8 @@ def cells_of(suite: Suite, method: type[Method]) -> list[Cell]:
     seed) of each private configuration that the suite does not audit already."""
     cells = [cell for cell in suite.cells if cell.method == method.name and not cell.skip]
     if not cells:
-        raise InputError(f"suite {suite.name} has no cells of {method.name} that it can "
-                         f"run: name it in a block's methods")
+        raise InputError(f"suite {suite.name} has no cells that {method.name} can run "
+                         f"(its datasets: {', '.join(sorted({c.dataset for c in suite.cells}))})")
     audited = {cell.config_id for cell in cells if cell.audit}
     twins = {}
     for cell in cells:

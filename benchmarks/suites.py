@@ -80,9 +80,14 @@ def suite_names() -> list[str]:
     return sorted(p.stem for p in SUITES_DIR.glob("*.toml"))
 
 
-def load_suite(name: str, seeds: list[int] | None = None) -> Suite:
+def load_suite(name: str, seeds: list[int] | None = None,
+               grid_for: str | None = None) -> Suite:
     """A suite by name, or from the path of a TOML file of the same format; ``seeds``,
-    when given, replace every block's seeds (the audited twins take the first)."""
+    when given, replace every block's seeds (the audited twins take the first).
+
+    ``grid_for``: that method alone on the suite's grid instead: each block's datasets,
+    epsilons and seeds, its delta if the method needs one (else 0), and the method's own
+    defaults, since a block's settings are those of its own methods."""
     path = Path(name) if name.endswith(".toml") else SUITES_DIR / f"{name}.toml"
     if not path.is_file():
         if name.endswith(".toml"):
@@ -95,6 +100,11 @@ def load_suite(name: str, seeds: list[int] | None = None) -> Suite:
     blocks = spec.get("block")
     if not blocks:
         raise SuiteError(f"{path}: no [[block]] tables")
+    if grid_for is not None:
+        keep = ("datasets", "epsilons", "seeds", "audit", *(
+            ("delta",) if get_method(grid_for).needs_delta else ()))
+        blocks = [{**{key: block[key] for key in keep if key in block}, "methods": [grid_for]}
+                  for block in blocks]
     if seeds is not None:
         blocks = [{**block, "seeds": seeds} for block in blocks]
     cells = [cell for i, block in enumerate(blocks, 1)

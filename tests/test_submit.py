@@ -10,6 +10,7 @@ import dataclasses
 import hashlib
 import io
 import json
+import math
 import os
 import re
 import shutil
@@ -58,10 +59,11 @@ class Submitted:
 
 @pytest.fixture(scope="module")
 def submitted(suite, tmp_path_factory):
-    """method -> its submission of the tiny suite (or of ``suite_file``), made once."""
-    made: dict[tuple[str, Path], Submitted] = {}
+    """method -> its submission of the tiny suite (or of ``suite_file``, a path or a
+    name), made once."""
+    made: dict[tuple[str, Path | str], Submitted] = {}
 
-    def submit(method: str, suite_file: Path = suite) -> Submitted:
+    def submit(method: str, suite_file: Path | str = suite) -> Submitted:
         if (method, suite_file) not in made:
             out = tmp_path_factory.mktemp("bundles") / "bundle"
             stdout, stderr = io.StringIO(), io.StringIO()
@@ -86,9 +88,11 @@ def public_files(folder: Path) -> list[Path]:
 
 
 def test_the_example_goes_from_install_to_a_row_on_the_site(submitted, tmp_path, capsys):
-    done = submitted("uniform-rr-knn", EXAMPLE / "suite.toml")
+    """On the grid of the smoke suite, which names it nowhere: its datasets, epsilons and
+    seeds, beside the archive's smoke rows."""
+    done = submitted("uniform-rr-knn", "smoke")
     assert (done.code, done.failed) == (0, [])
-    assert "digits uniform-rr-knn eps=1 seed=0" in done.err  # the progress bar, as run's
+    assert "digits uniform-rr-knn eps=2 seed=0" in done.err  # the progress bar, as run's
 
     manifest = json.loads((done.bundle / bundle.MANIFEST).read_text())
     assert manifest["passed"] and manifest["accounting"] == bundle.CHARGED_BY_CONSTRUCTION
@@ -101,16 +105,25 @@ def test_the_example_goes_from_install_to_a_row_on_the_site(submitted, tmp_path,
     submission = bundle.load(done.bundle)
     runs = [r for r in submission.records if r.kind == "run"]
     audits = [r for r in submission.records if r.is_audit]
-    assert len(runs) == 6 and len(audits) == 3  # 3 epsilons x 2 seeds; a twin per epsilon
-    for audit in audits:  # six bounds judged together: each at 1 - 5% / 6
+    # digits at 2, 4 and inf (delta dropped: the method needs none), digits-7v9 and
+    # breast-cancer at their epsilon and inf; a twin per private configuration
+    assert sorted((r.dataset, r.epsilon, r.delta) for r in runs) == [
+        ("breast-cancer", 1, 0), ("breast-cancer", math.inf, 0), ("digits", 2, 0),
+        ("digits", 4, 0), ("digits", math.inf, 0), ("digits-7v9", math.log(4), 0),
+        ("digits-7v9", math.inf, 0)]
+    assert len(audits) == 4
+    for audit in audits:  # eight bounds judged together: each at 1 - 5% / 8
         assert audit.audit["release"]["where"] == ["randomized response"]
-        assert audit.audit["confidence"] == pytest.approx(1 - 0.05 / 6)
+        assert audit.audit["confidence"] == pytest.approx(1 - 0.05 / 8)
 
     # The kept share of the private labels is a private diagnostic: in private/ only.
     private = [json.loads(path.read_text())["kept_label_share"]
                for path in (done.bundle / bundle.PRIVATE).glob("*.json")]
-    assert len(private) == 9
-    secrets = {text for share in private for text in (repr(share), f"{share:.6g}")}
+    assert len(private) == 11
+    # (at epsilon = inf every label is kept: a share of 1 is no secret)
+    secrets = {text for share in private if 0 < share < 1
+               for text in (repr(share), f"{share:.6g}")}
+    assert secrets
     site = tmp_path / "site"
     assert report(done.bundle, site, capsys) == (0, "")
     for path in public_files(done.bundle) + public_files(site):
@@ -128,8 +141,8 @@ def test_the_example_goes_from_install_to_a_row_on_the_site(submitted, tmp_path,
     assert "charged by construction" in row and "at release ≥" in row
     rows = pd.read_csv(site / "rows.csv")
     mine = rows[rows["method"] == "uniform-rr-knn"]
-    assert sorted(mine["epsilon"]) == [1, 2, 4] and set(mine["source"]) == {"third-party"}
-    assert (mine["n"] == 2).all()
+    assert len(mine) == 7 and set(mine["source"]) == {"third-party"}
+    assert set(mine["suite"]) == {"smoke"} and (mine["n"] == 1).all()
 
 
 @pytest.mark.parametrize("method, reason, scope, accounting", [
@@ -250,8 +263,8 @@ def test_a_plugin_whose_import_fails_stops_with_one_line_naming_its_package(tmp_
     (["--method", "uniform-rr-kn"], "unknown method 'uniform-rr-kn'; did you mean "
                                     "'uniform-rr-knn'?"),
     (["--method", "lp-1st"], "lp-1st is one of privboard's own methods"),
-    (["--method", "uniform-rr-knn", "--suite", "smoke"],
-     "suite smoke has no cells of uniform-rr-knn"),
+    (["--method", "uniform-rr-knn", "--suite", "{ratings_only}"],
+     "suite ratings has no cells that uniform-rr-knn can run (its datasets: movielens-1m)"),
     (["--method", "uniform-rr-knn", "--seeds", "0,0"], "--seeds takes distinct integers"),
     (["--method", "uniform-rr-knn", "--out", "{not_a_bundle}"], "exists and is not a bundle"),
 ])
@@ -259,9 +272,12 @@ def test_bad_input_stops_with_one_line(suite, argv, message, tmp_path, capsys):
     not_a_bundle = tmp_path / "mine"
     not_a_bundle.mkdir()
     (not_a_bundle / "notes.txt").write_text("keep me")
+    ratings_only = tmp_path / "ratings.toml"
+    ratings_only.write_text('[[block]]\ndatasets = ["movielens-1m"]\nmethods = ["lp-1st"]\n'
+                            'epsilons = [1]\nseeds = [0]\n')
     args = {"--suite": str(suite), "--out": str(tmp_path / "bundle")}
     for flag, value in zip(argv[::2], argv[1::2]):
-        args[flag] = value.format(not_a_bundle=not_a_bundle)
+        args[flag] = value.format(not_a_bundle=not_a_bundle, ratings_only=ratings_only)
     code = main(["submit", *[item for pair in args.items() for item in pair]])
     err = capsys.readouterr().err
     assert code == 2 and len(err.splitlines()) == 1 and message in err, err
