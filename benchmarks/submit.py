@@ -203,14 +203,24 @@ def composition_line(record: RunRecord, ledger: Ledger) -> str:
 
 
 def audit_checks(audit: dict[str, Any], scope: str) -> list[Check]:
+    """Each audited bound against the claim, and each noise check of the audit; any other
+    reason the audit flags the claim fails one more check."""
     claim, confidence = audit["claimed_epsilon"], audit["confidence"]
     bounds = [("from the model", audit["epsilon_lower_bound"])]
     if audit.get("release"):
         bounds.append(("at the release", audit["release"]["epsilon_lower_bound"]))
-    return [Check(f"the audit {where} stays within the claim", scope,
-                  f"audited ε ≥ {bound:.3g} at {100 * confidence:.4g}% ({where}) exceeds "
-                  f"the claim {claim:g}" if bound > claim else "")
-            for where, bound in bounds]
+    checks = [Check(f"the audit {where} stays within the claim", scope,
+                    f"audited ε ≥ {bound:.3g} at {100 * confidence:.4g}% ({where}) "
+                    f"exceeds the claim {claim:g}" if bound > claim else "")
+              for where, bound in bounds]
+    checks += [Check(f"the noise of {noise['mechanism']} is as charged", scope,
+                     f"the noise of {noise['mechanism']} is below its charge "
+                     f"({noise['claim']}): {noise['measured']}, p = {noise['p_value']:.3g}"
+                     if noise["flagged"] else "")
+               for noise in audit.get("noise_checks", ())]
+    if audit.get("flagged") and all(check.passed for check in checks):
+        checks.append(Check("the audit flags nothing", scope, "the audit flags the claim"))
+    return checks
 
 
 def environment(plugin: registry.Plugin) -> dict[str, Any]:

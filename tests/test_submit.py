@@ -290,3 +290,24 @@ def test_help_describes_the_checks(capsys):
         main(["submit", "--help"])
     assert exited.value.code == 0
     assert "--method METHOD" in capsys.readouterr().out
+
+
+def test_every_reason_an_audit_flags_its_claim_fails_a_check():
+    """A noise check below its charge (DP-ERM's and GNMax's releases, which a one-run
+    bound cannot see) fails a check with its figure; a flag of any other kind fails one
+    too, so that what submit passes the bundle's reader never refuses."""
+    from benchmarks.submit import audit_checks
+
+    audit = {"claimed_epsilon": 1.0, "confidence": 0.975, "epsilon_lower_bound": 0.2,
+             "release": None, "flagged": True,
+             "noise_checks": [{"mechanism": "output perturbation", "claim": "Gamma(d, 2/ε)",
+                               "measured": "mean radius 0.5", "p_value": 1e-5,
+                               "flagged": True}]}
+    assert [check.line for check in audit_checks(audit, "a cell") if not check.passed] == [
+        "the noise of output perturbation is below its charge (Gamma(d, 2/ε)): mean "
+        "radius 0.5, p = 1e-05"]
+    audit["noise_checks"] = []
+    assert [check.line for check in audit_checks(audit, "a cell") if not check.passed] == [
+        "the audit flags the claim"]
+    audit["flagged"] = False
+    assert all(check.passed for check in audit_checks(audit, "a cell"))
