@@ -59,7 +59,7 @@ def build(results: Path | None, out: Path, tolerance: float = 1.0,
                                       for found in ours if found):
         raise ReportError(f"bundle {submission.folder} is refused: {submission.method} is "
                           f"the name of one of privboard's own methods")
-    catalogue = catalogues.merged([*ours, submission and submission.catalogue])
+    catalogue = catalogues.merged([*ours, submission.catalogue if submission else None])
     if current_configs is None and catalogue["configurations"]:
         current_configs = set(catalogue["configurations"])
     defaults_of = {name: facts["defaults"] for name, facts in catalogue["methods"].items()}
