@@ -36,8 +36,10 @@ browser:
 	     --no-install-recommends chromium \
 	  || echo "no $(CHROMIUM) (needs root and apt): the browser test will be skipped"; }
 
+# Two pytest workers (pytest-xdist): each test module stays on one worker, so its shared
+# fixtures are built once; the paper suite's tiny steps are spread (tests/conftest.py).
 test: data browser
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
 
 # The leaderboard as one folder for any static host (or to open from the file system).
 SITE := public

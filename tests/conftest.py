@@ -8,6 +8,21 @@ import benchmarks  # noqa: F401  (oneDNN on, as in every privboard run, before T
 # Quiet TensorFlow's start-up noise in test output.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
+# `make test` runs on two workers (pytest-xdist, --dist loadgroup). A module's tests stay
+# on one worker, so its shared fixtures are built once; the modules that read the smoke
+# suite's records share a worker with them. The paper suite's settings, independent tiny
+# runs that take a third of the time, are spread one by one.
+SPREAD_ONE_BY_ONE = {"test_paper_suite_settings"}
+SMOKE_READERS = {"test_private_values", "test_ray_executor", "test_smoke_suite"}
+
+
+def pytest_collection_modifyitems(items) -> None:
+    for item in items:
+        module = item.module.__name__
+        if module not in SPREAD_ONE_BY_ONE:
+            group = "smoke-suite" if module in SMOKE_READERS else module
+            item.add_marker(pytest.mark.xdist_group(group))
+
 
 @pytest.fixture(scope="session")
 def smoke_results(tmp_path_factory) -> Path:
