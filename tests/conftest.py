@@ -16,6 +16,8 @@ SPREAD_ONE_BY_ONE = {"test_paper_suite_settings"}
 SMOKE_READERS = {"test_private_values", "test_ray_executor", "test_smoke_suite"}
 
 
+# First: pytest-xdist reads the groups in a hook of its own, which must find them set.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items) -> None:
     for item in items:
         module = item.module.__name__

@@ -30,6 +30,8 @@ class DPSGDStep:
         self.registry = fast_clipping.make_registry()
         fast_clipping.check_model(model, self.registry)
         self.model, self.optimizer, self.mechanism = model, optimizer, mechanism
+        # Its slots made now: a first call that creates variables is traced twice.
+        optimizer.build(model.trainable_variables)
         self.x = tf.constant(x)
         self.labels = tf.constant(labels, tf.int32)
         self.step = tf.function(self._step, autograph=False)  # no tensor-dependent Python flow

@@ -332,6 +332,9 @@ class GanTrainer:
         self.optimizers = [tf.keras.optimizers.Adam(learning_rate, beta_1=beta1,
                                                     epsilon=ADAM_EPSILON)
                            for _ in range(discriminators + 1)]
+        # Their slots made now: a first step that creates variables is traced twice.
+        for optimizer, model in zip(self.optimizers, [*self.discriminators, self.generator]):
+            optimizer.build(model.trainable_variables)
         self.noise = tf.random.Generator.from_seed(seed)
         self.average_rate = min(1.0, AVERAGED_SPANS / (epochs * self.steps_per_epoch))
         self.averages = [[tf.Variable(tf.zeros_like(v), trainable=False)

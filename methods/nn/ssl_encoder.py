@@ -246,6 +246,7 @@ def train_encoder(x_train: np.ndarray, *, settings: dict[str, Any], seed: int,
         training.WarmupSchedule(s["learning_rate"], total, s["warmup"]),
         weight_decay=s["weight_decay"])
     variables = backbone.trainable_variables + head.trainable_variables
+    optimizer.build(variables)  # a first call that creates variables is traced twice
 
     @tf.function
     def step(images: tf.Tensor, key: tf.Tensor) -> tf.Tensor:

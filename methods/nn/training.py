@@ -119,6 +119,8 @@ def fit(model: tf.keras.Model, x: np.ndarray, labels: np.ndarray, num_classes: i
     model.compile(
         optimizer=tf.keras.optimizers.SGD(lr, momentum=momentum, weight_decay=weight_decay),
         loss=tf.keras.losses.CategoricalCrossentropy(from_logits=True))
+    # Its slots made now: a first step that creates variables is traced twice.
+    model.optimizer.build(model.trainable_variables)
     data = batches(x, targets, batch_size=batch_size, epochs=epochs,
                    mixup_alpha=mixup_alpha, seed=seed, augment=augment)
     model.fit(data, epochs=epochs, steps_per_epoch=steps_per_epoch, verbose=0,
