@@ -51,9 +51,7 @@ def dp_sgd_release_power(epsilons: list[float], seeds: list[int]) -> None:
         ratios = []
         for seed in seeds:
             start = time.perf_counter()
-            release = dp_sgd_release.audit_release(
-                dataset_size=n, batch_size=h["batch_size"], epochs=h["epochs"],
-                clip_norm=h["clip_norm"], epsilon=epsilon, delta=cell.delta, seed=seed)
+            release = dp_sgd_release.audit_cell_release(cell, epsilon=epsilon, seed=seed)
             ratios.append(ratio(release["epsilon_lower_bound"], epsilon, release["ceiling"]))
             print(f"{epsilon:>5g} {seed:>5} {release['epsilon_lower_bound']:>11.3f} "
                   f"{ratios[-1]:>6.2f} {release['correct']:>4}/{release['guesses']:<3} "

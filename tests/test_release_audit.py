@@ -135,13 +135,10 @@ def quick_dp_sgd_release(break_it=None, monkeypatch=None) -> dict:
     from benchmarks.suites import load_suite
 
     cell = next(c for c in load_suite("quick").cells if c.method == "dp-sgd" and c.audit)
-    h = get_method(cell.method).defaults | cell.hparams
     if break_it:
         break_it(monkeypatch)
-    return dp_sgd_release.audit_release(
-        dataset_size=len(datasets.load(cell.dataset).train.y), batch_size=h["batch_size"],
-        epochs=h["epochs"], clip_norm=h["clip_norm"], epsilon=cell.epsilon,
-        delta=cell.delta, seed=1, phantoms=PHANTOMS) | {"claim": cell.epsilon}
+    return dp_sgd_release.audit_cell_release(cell, seed=1, phantoms=PHANTOMS) | {
+        "claim": cell.epsilon}
 
 
 def clipping_at_4c(monkeypatch):

@@ -15,6 +15,21 @@ from benchmarks.privacy import Ledger, dp_sgd
 from benchmarks.privacy.phantom_canaries import PhantomCanaries
 
 
+def audit_cell_release(cell, *, epsilon: float | None = None, seed: int = 0,
+                       phantoms: int = PHANTOMS) -> dict[str, Any]:
+    """``audit_release`` at a suite cell's DP-SGD setting (its dataset's size, batch size,
+    epochs, clip norm and delta), at the cell's epsilon unless another is given."""
+    from benchmarks import datasets
+    from benchmarks.registry import get_method
+
+    h = get_method(cell.method).defaults | cell.hparams
+    return audit_release(
+        dataset_size=len(datasets.load(cell.dataset).train.y), batch_size=h["batch_size"],
+        epochs=h["epochs"], clip_norm=h["clip_norm"],
+        epsilon=cell.epsilon if epsilon is None else epsilon, delta=cell.delta, seed=seed,
+        phantoms=phantoms)
+
+
 def audit_release(*, dataset_size: int, batch_size: int, epochs: float, clip_norm: float,
                   epsilon: float, delta: float, seed: int = 0,
                   phantoms: int = PHANTOMS) -> dict[str, Any]:
