@@ -138,10 +138,10 @@ def test_batches_are_poisson_samples():
 def test_update_is_noised_clipped_sum_over_the_expected_batch_size():
     step = make_step(noise_multiplier=4.0, sampling_rate=0.25, n=400)
     index = tf.range(37)  # a realised batch unlike the expected 100
-    clipped, _, _ = fast_clipping.clipped_gradient_sum(
+    clipped, _, _ = tf.function(fast_clipping.clipped_gradient_sum)(
         step.model, step.registry, tf.gather(step.x, index), tf.gather(step.labels, index),
         step.mechanism.clip_weights)
-    noisy, _ = step.noisy_mean_gradient(index)
+    noisy, _ = tf.function(step.noisy_mean_gradient)(index)
     noise = np.concatenate([(n.numpy() * 100 - c.numpy()).ravel()
                             for n, c in zip(noisy, clipped)])
     # The divisor is the expected batch 100, so the noise left is N(0, (sigma C)^2).

@@ -282,7 +282,11 @@ def train_teachers(x: np.ndarray, y: np.ndarray, shards: Sequence[np.ndarray],
     teachers, size = index.shape
     rngs = [np.random.default_rng([seed, t]) for t in range(teachers)]
     stack = StackedModel(models.build(model, x.shape[1:], num_classes), rngs)
-    step = training_step(stack, adam(learning_rate),
+    optimizer = adam(learning_rate)
+    # Its slots made now (the legacy optimiser's build): a first call that creates
+    # variables is traced twice.
+    optimizer._create_all_weights(stack.variables)
+    step = training_step(stack, optimizer,
                          tf.constant(x[index], tf.float32), tf.constant(y[index], tf.int64))
     for epoch in range(epochs):
         order = np.stack([rng.permutation(size) for rng in rngs]).astype(np.int32)

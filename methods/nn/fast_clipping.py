@@ -186,7 +186,8 @@ def clipped_gradient_sum(model: tf.keras.Model, registry: layer_registry.LayerRe
 
     Each layer's output Z_l must carry one row per example, and no layer may mix
     examples (check_model refuses BatchNorm). A Poisson batch can be empty;
-    convolutions reject empty inputs, so that case returns zeros.
+    convolutions reject empty inputs, so that case returns zeros. Graph mode only: call
+    it inside a tf.function.
     """
     def empty():
         return ([tf.zeros_like(v) for v in model.trainable_variables],
@@ -199,9 +200,8 @@ def clipped_gradient_sum(model: tf.keras.Model, registry: layer_registry.LayerRe
 
 def _clipped_gradient_sum(model, registry, x, labels, clip_weights):
     # One forward pass through the registry functions records each layer's output Z_l
-    # (pre-activation) and its weights; variables are watched too, for the last step.
-    tape = tf.GradientTape(persistent=True)
-    with tape:
+    # (pre-activation) and its weights.
+    with tf.GradientTape() as tape:
         logits, layer_outputs = gradient_clipping_utils.model_forward_pass(
             model, x, generator_fn=clip_grads.get_registry_generator_fn(tape, registry))
         losses = per_example_loss(labels, logits)
@@ -215,10 +215,12 @@ def _clipped_gradient_sum(model, registry, x, labels, clip_weights):
     # Examples are independent, so row i of dL/dZ_l is example i's own gradient: scaling
     # it by c_i and back-propagating only from Z_l to layer l's weights gives
     # sum_i c_i grad_i for those weights, without a second pass through the network.
+    # tf.gradients, unlike the tape, differentiates only the ops between Z_l and layer l's
+    # weights: the tape would also trace (dead) gradients of every earlier layer, O(L^2)
+    # ops to build. So this runs in a graph: DPSGDStep compiles it.
     sums = {v.ref(): tf.zeros_like(v) for v in model.trainable_variables}
     for g, (z, _, weights) in zip(z_grads, layer_outputs):
         scale = tf.reshape(factors, [-1] + [1] * (g.shape.rank - 1))
-        for v, grad in zip(weights, tape.gradient(z, weights, output_gradients=scale * g)):
+        for v, grad in zip(weights, tf.gradients(z, weights, grad_ys=scale * g)):
             sums[v.ref()] += grad
-    del tape
     return [sums[v.ref()] for v in model.trainable_variables], norms, losses
