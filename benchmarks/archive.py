@@ -47,7 +47,8 @@ def machine(record: RunRecord) -> dict[str, Any]:
     return {"cpu": provenance.get("cpu", "unknown"), "cores": provenance.get("cores"),
             "tensorflow": provenance.get("packages", {}).get("tensorflow", "unknown"),
             "device": provenance.get("device", "unknown"),
-            "threads": provenance.get("threads"), "onednn": provenance.get("onednn")}
+            "threads": provenance.get("threads"), "onednn": provenance.get("onednn"),
+            **{key: provenance[key] for key in ("onednn_isa", "openblas") if key in provenance}}
 
 
 def add(suite, results: Path, command: str, archive: Path = ARCHIVE) -> tuple[int, int]:

@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterator
 
 from tqdm import tqdm
 
-from benchmarks import datasets
+from benchmarks import NUMERICS_VARIABLES, datasets
 from benchmarks.context import RunContext
 from benchmarks.errors import InputError, PrivboardError, one_line
 from benchmarks.records import RunRecord
@@ -73,12 +73,13 @@ class RayExecutor:
 
     def _ray_task(self) -> Any:
         # Each cell's worker starts with the threads of the CPUs reserved for it and the
-        # driver's oneDNN setting: results depend on both bit for bit, and both are fixed
-        # when TensorFlow loads. A runtime environment of its own keeps Ray from reusing a
-        # worker started for other resources (Ray's own OMP_NUM_THREADS is the first
-        # task's) and gives every node of a cluster the same setting.
+        # driver's oneDNN setting and kernel caps: results depend on them bit for bit, and
+        # they are fixed when TensorFlow and numpy load. A runtime environment of its own
+        # keeps Ray from reusing a worker started for other resources (Ray's own
+        # OMP_NUM_THREADS is the first task's) and gives every node of a cluster the same
+        # setting.
         env = {"OMP_NUM_THREADS": str(max(1, int(self.cpus_per_cell))),
-               "TF_ENABLE_ONEDNN_OPTS": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "1")}
+               **{name: os.environ[name] for name in NUMERICS_VARIABLES}}
         try:
             return _ray().remote(num_cpus=self.cpus_per_cell, num_gpus=self.gpus_per_cell,
                                  max_retries=self.max_retries,

@@ -84,10 +84,22 @@ def onednn() -> bool:
     return bool(_pywrap_util_port.IsMklEnabled())
 
 
+def openblas_kernels() -> str:
+    """The kernels numpy's OpenBLAS runs (by the CPU, or OPENBLAS_CORETYPE when it loaded)."""
+    from threadpoolctl import threadpool_info
+
+    found = {info.get("architecture") for info in threadpool_info()
+             if info.get("internal_api") == "openblas"}
+    return ",".join(sorted(str(a) for a in found)) or "none"
+
+
 def numerics() -> dict[str, object]:
     """What a trained model depends on bit for bit besides its code, seed and data: the
-    thread count and oneDNN. Part of every record and of every trained cache's key."""
-    return {"threads": threads(), "onednn": onednn()}
+    thread count, oneDNN and the instruction sets of the kernels (benchmarks/__init__.py
+    caps them). Part of every record and of every trained cache's key."""
+    return {"threads": threads(), "onednn": onednn(),
+            "onednn_isa": os.environ.get("ONEDNN_MAX_CPU_ISA", "the CPU's best"),
+            "openblas": openblas_kernels()}
 
 
 def cpu_model() -> str:

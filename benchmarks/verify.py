@@ -2,10 +2,11 @@
 compare.
 
 The record gives everything a re-run needs: method and version, dataset and
-fingerprint, budget, hyperparameters, seed, and the thread count it trained on
-and whether oneDNN ran (results depend on both bit for bit, so the re-run uses them again;
-both are fixed when TensorFlow and numpy load, so a re-run that needs others runs in a
-child process with OMP_NUM_THREADS and TF_ENABLE_ONEDNN_OPTS set). The verdict is *identical* when every public metric (and, for
+fingerprint, budget, hyperparameters, seed, the thread count it trained on, whether
+oneDNN ran and the instruction sets of oneDNN's and OpenBLAS's kernels (results depend
+on all of them bit for bit, so the re-run uses them again; they are fixed when
+TensorFlow and numpy load, so a re-run that needs others runs in a child process with
+the environment that sets them). The verdict is *identical* when every public metric (and, for
 an audited twin, the audit's result) is equal to the last digit, else *different*, with
 each difference and its probable cause: what differs between the record's provenance and
 the re-run's (commit, package versions, device, CPU).
@@ -21,12 +22,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from benchmarks import archive as archive_store
+from benchmarks import NUMERICS_VARIABLES, archive as archive_store
 from benchmarks.errors import InputError
 from benchmarks.records import RunRecord, read_records, verification_identity, write_record
 from benchmarks.errors import unknown
 
 ONEDNN = "TF_ENABLE_ONEDNN_OPTS"
+# The provenance keys of the kernels' instruction sets and the variables that set them.
+# A record without them was measured before they were recorded, on a CPU whose best
+# instruction set was AVX2: what the caps of benchmarks/__init__.py give today.
+KERNELS = {key: (variable, NUMERICS_VARIABLES[variable])
+           for key, variable in (("onednn_isa", "ONEDNN_MAX_CPU_ISA"),
+                                 ("openblas", "OPENBLAS_CORETYPE"))}
 # Audit results compared between a record and its re-run: everything but the timing.
 AUDIT_TIMING = ("seconds",)
 
@@ -97,7 +104,8 @@ def probable_causes(recorded: RunRecord, again: RunRecord) -> list[str]:
             causes.append(f"another {package} ({version} recorded, "
                           f"{new.get('packages', {}).get(package)} re-run)")
     for key, what in (("device", "device"), ("cpu", "CPU model"), ("threads", "thread count"),
-                      ("onednn", "oneDNN setting")):
+                      ("onednn", "oneDNN setting"), ("onednn_isa", "oneDNN instruction set"),
+                      ("openblas", "OpenBLAS kernel")):
         if old.get(key) != new.get(key):
             causes.append(f"another {what} ({old.get(key)} recorded, {new.get(key)} re-run)")
     return causes or ["none that the records show: the same commit, packages, device, CPU "
@@ -127,7 +135,9 @@ def run(args) -> int:
     recorded, found_in = find(args.cell, args.results, archive)
     wanted = numerics_environment(recorded.provenance)
     if wanted != numerics_environment({"threads": cpu_threads(),
-                                       "onednn": os.environ.get(ONEDNN) == "1"}):
+                                       "onednn": os.environ.get(ONEDNN) == "1",
+                                       **{key: os.environ.get(variable)
+                                          for key, (variable, _) in KERNELS.items()}}):
         # Thread pools and oneDNN are fixed when TensorFlow and numpy load: a child process.
         return subprocess.call([sys.executable, "-m", "benchmarks.cli", *sys_argv(args)],
                                env={**os.environ, **wanted})
@@ -148,13 +158,16 @@ def run(args) -> int:
 
 
 def numerics_environment(provenance: dict[str, Any]) -> dict[str, str]:
-    """The environment that gives a process a record's thread count and oneDNN setting
-    (records without them ran on every core, with oneDNN as the CPU's default)."""
+    """The environment that gives a process a record's thread count, oneDNN setting and
+    kernels (records without a thread count or oneDNN setting ran on every core, with
+    oneDNN as the CPU's default)."""
     wanted = {}
     if provenance.get("threads"):
         wanted["OMP_NUM_THREADS"] = str(provenance["threads"])
     if "onednn" in provenance:
         wanted[ONEDNN] = "1" if provenance["onednn"] else "0"
+    for key, (variable, before_recorded) in KERNELS.items():
+        wanted[variable] = str(provenance.get(key, before_recorded))
     return wanted
 
 
