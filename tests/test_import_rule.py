@@ -21,13 +21,22 @@ DISCOVERY = ROOT / "benchmarks" / "registry.py"
 
 def imported(path: Path) -> set[str]:
     """The project modules ``path`` imports: ``from benchmarks import x`` names
-    benchmarks.x, since x may be a module."""
+    benchmarks.x, since x may be a module; relative imports are resolved, and a literal
+    name given to importlib.import_module or __import__ counts too."""
+    package = path.relative_to(ROOT).parent.parts
     found = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            found |= {f"{node.module}.{alias.name}" for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = package[:len(package) - node.level + 1] if node.level else ()
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            found |= {f"{module}.{alias.name}" for alias in node.names}
+        elif (isinstance(node, ast.Call) and node.args
+              and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
+              and getattr(node.func, "attr", getattr(node.func, "id", None))
+              in ("import_module", "__import__")):
+            found.add(node.args[0].value)
     return {name for name in found if name.split(".")[0] in OURS}
 
 
@@ -66,6 +75,9 @@ def test_every_layer_imports_only_what_it_may():
     ("methods", "from benchmarks.runner import run_cell"),
     ("benchmarks", "from methods.cluster_priors import fit_clusters"),
     ("reports", "import methods"),
+    ("benchmarks/privacy", "from ..datasets import data_dir"),
+    ("benchmarks/privacy", "from .. import runner"),
+    ("benchmarks", "importlib.import_module('methods.lp_mst')"),
 ])
 def test_a_planted_import_breaks_the_rule(folder, line):
     planted = ROOT / folder / "planted_import_test.py"

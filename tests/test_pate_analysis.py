@@ -15,7 +15,7 @@ import scipy.special
 import test_pate_aggregation as exact  # pytest puts this folder on sys.path
 
 from benchmarks.cli import main
-from benchmarks.privacy import ledger, pate, rdp
+from benchmarks.privacy import aggregators, ledger, pate, rdp
 
 ORDERS = np.array([1.25, 1.5, 2, 3, 5, 8, 12, 20, 40])
 SLACK = 1e-9  # floating-point rounding allowed where a bound is tight
@@ -463,6 +463,27 @@ def test_smooth_sensitivity_release_closed_form_of_the_2018_code_fails():
         return np.where(2 * beta * orders < 1, value, np.inf)
 
     assert gnss_worst_ratio(formula_2018) > 1.5
+
+
+def test_the_release_charges_the_run_its_own_worst_case_cost():
+    """The ledger's charge for the smooth-sensitivity release is the release's RDP curve,
+    which reaches the exact worst case of the Gaussian noise with smooth sensitivity (the
+    ratio test below): never less, such as nothing at all."""
+    rng = np.random.default_rng(4)
+    votes = random_votes(rng, 50, 250, 10, 0.02)
+    run = ledger.Ledger()
+    beta, noise = 0.4 / 14, 3.0
+    aggregators.release_data_dependent_epsilon(
+        run, votes, rng.random(50) < 0.6, sigma2=40.0, threshold=200.0, sigma1=150.0,
+        order=14.0, beta=beta, noise_multiplier=noise, rng=np.random.default_rng(9))
+    [charge] = run.charges
+    assert charge.touches == ledger.records()
+    charged = charge.cost.curve()
+    np.testing.assert_array_equal(charged, pate.smooth_sensitivity_release_rdp(beta, noise))
+    finite = np.isfinite(charged)
+    assert finite[:50].all() and (charged[finite] > 0).all()
+    assert gnss_worst_ratio(pate.smooth_sensitivity_release_rdp) == pytest.approx(1.0,
+                                                                                  abs=1e-9)
 
 
 def test_release_adds_smooth_sensitivity_noise_and_reports_its_cost():

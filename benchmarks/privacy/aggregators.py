@@ -89,15 +89,13 @@ def release_data_dependent_epsilon(ledger: Ledger, votes, answered=None, *, sigm
                                    ) -> analysis.SmoothSensitivityRelease:
     """The smooth-sensitivity release of the run's data-dependent RDP
     (analysis.release_data_dependent_rdp), charged with the release's own RDP curve, which
-    follows from its beta and noise multiplier alone."""
+    follows from the beta and noise multiplier it drew with alone."""
     ledger = Ledger.of(ledger, "the smooth-sensitivity release")
     release = analysis.release_data_dependent_rdp(
         votes, answered, sigma2=sigma2, order=order, beta=beta,
         noise_multiplier=noise_multiplier, rng=rng, threshold=threshold, sigma1=sigma1)
     ledger.charge("smooth-sensitivity release of the data-dependent epsilon", records(),
-                  RdpCurve(analysis.smooth_sensitivity_release_rdp(release.beta,
-                                                                   release.noise_multiplier)),
-                  order=release.order, beta=release.beta,
+                  RdpCurve(release.rdp), order=release.order, beta=release.beta,
                   noise_multiplier=release.noise_multiplier)
     return release
 
