@@ -2,8 +2,10 @@
 audited epsilon at the release and from the model, each as a ratio of min(claim,
 ceiling), at the default canary count.
 
-Goals (at the release): RR-based cells at least 0.7 at epsilon 1 and 0.8 at epsilon 2;
-DP-SGD at least 0.3 at epsilon 2. The release audit reads the labels before any training,
+Each row prints its goal and whether it is met (GOALS): at the release, RR-based cells
+at least 0.7 at epsilon 1 and 0.8 at epsilon 2, DP-SGD at least 0.3 at epsilon 2; DP-ERM,
+whose released weights are its model, at least 0.5 at epsilon 1 from its audit of the
+weights on the canary directions. The release audit reads the labels before any training,
 so ``--epochs`` may shorten the training to time the release alone; the model audit then
 says less. DP-SGD's release audit needs no model (its phantom canaries touch none of the
 model's weights), so ``--dp-sgd-seeds`` runs DP-SGD's release alone, at the quick suite's
@@ -31,12 +33,28 @@ from benchmarks.registry import get_method  # noqa: E402
 from benchmarks.suites import load_suite  # noqa: E402
 
 
+# The power goals: (the audit that must reach it, {epsilon: the least ratio}).
+RR_GOAL = ("at release", {1.0: 0.7, 2.0: 0.8})
+GOALS = {"lp-1st": RR_GOAL, "lp-2st": RR_GOAL, "lp-3st": RR_GOAL, "rr-ssl-prior": RR_GOAL,
+         "spread-lr": RR_GOAL, "dp-sgd": ("at release", {2.0: 0.3}),
+         "dp-erm-objective": ("from model", {1.0: 0.5}),
+         "dp-erm-output": ("from model", {1.0: 0.5})}
+
+
+def verdict(method: str, audit: str, epsilon: float, value: float) -> str:
+    """The goal of ``method``'s ``audit`` at ``epsilon`` and whether ``value`` meets it."""
+    where, goals = GOALS.get(method, (None, {}))
+    if where != audit or epsilon not in goals:
+        return ""
+    return f"goal {goals[epsilon]:.1f}: {'met' if value >= goals[epsilon] else 'NOT MET'}"
+
+
 def quick_cell(method: str):
-    """``method``'s first cell in the quick suite."""
-    for cell in load_suite("quick").cells:
-        if cell.method == method:
-            return cell
-    raise SystemExit(f"{method} has no cell in the quick suite")
+    """``method``'s audited cell in the quick suite, or its first cell."""
+    cells = [cell for cell in load_suite("quick").cells if cell.method == method]
+    if not cells:
+        raise SystemExit(f"{method} has no cell in the quick suite")
+    return next((cell for cell in cells if cell.audit), cells[0])
 
 
 def dp_sgd_release_power(epsilons: list[float], seeds: list[int]) -> None:
@@ -46,7 +64,8 @@ def dp_sgd_release_power(epsilons: list[float], seeds: list[int]) -> None:
     print(f"\nDP-SGD at the release alone ({cell.dataset}, {n} examples, batch "
           f"{h['batch_size']}, {h['epochs']:g} epochs, delta {cell.delta:g}; "
           f"{dp_sgd_release.PHANTOMS} phantom canaries)")
-    print(f"{'eps':>5} {'seed':>5} {'at release':>11} {'ratio':>6} {'correct':>8} {'seconds':>8}")
+    print(f"{'eps':>5} {'seed':>5} {'at release':>11} {'ratio':>6} {'correct':>8} "
+          f"{'seconds':>8}")
     for epsilon in epsilons:
         ratios = []
         for seed in seeds:
@@ -56,7 +75,8 @@ def dp_sgd_release_power(epsilons: list[float], seeds: list[int]) -> None:
             print(f"{epsilon:>5g} {seed:>5} {release['epsilon_lower_bound']:>11.3f} "
                   f"{ratios[-1]:>6.2f} {release['correct']:>4}/{release['guesses']:<3} "
                   f"{time.perf_counter() - start:>8.1f}", flush=True)
-        print(f"{epsilon:>5g} median ratio {np.median(ratios):.2f}, lowest {min(ratios):.2f}")
+        print(f"{epsilon:>5g} median ratio {np.median(ratios):.2f}, lowest {min(ratios):.2f} "
+              f"{verdict('dp-sgd', 'at release', epsilon, min(ratios))}")
 
 
 def ratio(bound: float, claim: float, ceiling: float) -> float:
@@ -66,7 +86,8 @@ def ratio(bound: float, claim: float, ceiling: float) -> float:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m speed.bench_audit_power",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("--methods", default="lp-1st,rr-ssl-prior,lp-3st,spread-lr",
+    parser.add_argument("--methods",
+                        default="lp-1st,rr-ssl-prior,lp-3st,spread-lr,dp-erm-objective",
                         help="comma-separated methods of the quick suite")
     parser.add_argument("--epsilons", default="1,2", help="claimed epsilons, comma-separated")
     parser.add_argument("--epochs", type=int, default=None,
@@ -77,7 +98,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     epsilons = [float(e) for e in args.epsilons.split(",")]
     print(f"{'method':<16} {'eps':>5} {'at release':>11} {'ratio':>6} {'from model':>11} "
-          f"{'ratio':>6} {'guesses':>8} {'seconds':>8}")
+          f"{'ratio':>6} {'guesses':>8} {'seconds':>8}  goal")
     for method in filter(None, args.methods.split(",")):
         cell = quick_cell(method)
         dataset, hparams = cell.dataset, dict(cell.hparams)
@@ -92,10 +113,12 @@ def main(argv: list[str] | None = None) -> None:
             at_release = release.get("epsilon_lower_bound", float("nan"))
             release_ratio = (ratio(at_release, epsilon, release["ceiling"]) if release
                              else float("nan"))
+            model_ratio = ratio(result.epsilon_lower_bound, epsilon, result.ceiling)
+            goal = (verdict(method, "at release", epsilon, release_ratio)
+                    or verdict(method, "from model", epsilon, model_ratio))
             print(f"{method:<16} {epsilon:>5g} {at_release:>11.3f} {release_ratio:>6.2f} "
-                  f"{result.epsilon_lower_bound:>11.3f} "
-                  f"{ratio(result.epsilon_lower_bound, epsilon, result.ceiling):>6.2f} "
-                  f"{release.get('guesses', 0):>8} {time.perf_counter() - start:>8.1f}",
+                  f"{result.epsilon_lower_bound:>11.3f} {model_ratio:>6.2f} "
+                  f"{release.get('guesses', 0):>8} {time.perf_counter() - start:>8.1f}  {goal}",
                   flush=True)
     if args.dp_sgd_seeds:
         dp_sgd_release_power(epsilons, [int(s) for s in args.dp_sgd_seeds.split(",")])

@@ -6,6 +6,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -57,21 +58,18 @@ def kill_after_a_new_record(cmd: list[str], results: Path) -> dict[str, bytes]:
 
 # First in the file: its run on Ray starts a Ray instance of its own, better done before
 # this module's shared instance exists.
-def test_a_suite_killed_on_each_executor_is_finished_on_the_other(tmp_path, request):
-    """Killed on Ray, resumed locally and killed again, finished on Ray: every record
-    left by a killed run is kept as it was, and none is written twice."""
+def test_a_suite_killed_on_ray_is_finished_locally(tmp_path):
+    """Killed on Ray (kill -9 of the driver), finished locally: every record the killed
+    run left is kept as it was, and none is written twice. A local run killed and resumed
+    is tests/test_runner.py's; a suite started locally and finished on Ray is below."""
     results, suite = tmp_path / "results", write_suite(tmp_path)
     run = ["run", "--suite", suite, "--results", str(results)]
-    cli = [sys.executable, "-m", "benchmarks.cli", *run, "--executor"]
-    on_ray = kill_after_a_new_record([*cli, "ray"], results)
-    assert 1 <= len(on_ray) < 3
-    then_local = kill_after_a_new_record([*cli, "local"], results)
-    assert len(on_ray) < len(then_local) < 4
-    assert all(then_local[name] == data for name, data in on_ray.items())
-    request.getfixturevalue("local_ray")
-    assert main([*run, "--executor", "ray"]) == 0
+    on_ray = kill_after_a_new_record(
+        [sys.executable, "-m", "benchmarks.cli", *run, "--executor", "ray"], results)
+    assert 1 <= len(on_ray) < 4
+    assert main([*run, "--executor", "local"]) == 0
     after = finished(results)
-    assert len(after) == 4 and all(after[name] == data for name, data in then_local.items())
+    assert len(after) == 4 and all(after[name] == data for name, data in on_ray.items())
     assert len({json.loads(data)["cell_id"] for data in after.values()}) == 4
     assert all(record.ok for record in read_records(results))
 
@@ -91,10 +89,15 @@ ON_RAY = {"lp-1st", "dp-sgd", "pate-confident-gnmax", "dp-erm-objective", "sprea
 
 def test_smoke_cells_on_ray_give_the_local_records_bit_for_bit(tmp_path, local_ray,
                                                                smoke_results):
+    """A suite started locally (its first cell's record) is finished on Ray, which
+    leaves that record as it was and trains the others to the local records' bits."""
     on_ray = tmp_path / "ray"
     smoke = load_suite("smoke")
     suite = dataclasses.replace(smoke, cells=tuple(
         c for c in smoke.cells if c.method in ON_RAY and not c.skip))
+    started = f"{suite.cells[0].cell_id}.json"
+    on_ray.mkdir()
+    shutil.copy(smoke_results / started, on_ray / started)
     # As many threads as the local run's: results depend on the thread count bit for bit.
     threads = next(read_records(smoke_results)).provenance["threads"]
     assert runner.run(suite, on_ray, datasets.data_dir(), echo=lambda line: None,
@@ -103,6 +106,7 @@ def test_smoke_cells_on_ray_give_the_local_records_bit_for_bit(tmp_path, local_r
     expected = {name: r for name, r in comparable(smoke_results).items() if name in names}
     assert len(expected) == len(suite.cells) >= len(ON_RAY)
     assert comparable(on_ray) == expected
+    assert (on_ray / started).read_bytes() == (smoke_results / started).read_bytes()
 
 
 def dying(attempts: Path, deaths_by_seed: dict[int, int]):
