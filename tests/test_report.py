@@ -394,6 +394,15 @@ def test_audited_epsilons_stand_beside_the_claims_and_never_count_as_accuracy(si
     assert "can refute a small claim but never confirm a large one" in html
     cell = (site / "cells" / "07a6406b1dab21b7cd93.html").read_text()
     assert "audited twin" in cell and "140 of 250 guesses right" in cell
+    # Both audits, each with what it observed: the release, then the model.
+    assert lp.release_epsilon == 0.84 and "at release ≥ 0.84" in html
+    assert ("At the release (RRWithPrior: the label each canary was released with): 440 "
+            "of 590 guesses right on 1000 canaries") in cell
+    assert "From the model (its predictions on the canaries)" in cell
+    checked = (site / "cells" / "428de137506538aa93fa.html").read_text()
+    assert ("Noise check of output perturbation at the charged setting (beta = 12: the "
+            "radius of the noise is Gamma(d, 1/beta)): mean radius 8.9 on 200 draws") in checked
+    assert "noise as charged" in html
 
 
 def test_released_labels_get_their_noise_plot(tmp_path):
