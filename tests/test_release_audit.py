@@ -5,6 +5,8 @@ flagged at the release, whatever its training (one epoch here: the model audit s
 nothing of it)."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -91,19 +93,24 @@ def test_dp_erm_noise_is_checked_at_the_cells_setting(method, monkeypatch):
     assert broken.flagged and broken.noise_checks[0]["flagged"], broken.noise_checks
 
 
-def quick_pate_aggregation(break_it=None, monkeypatch=None):
-    """The noise checks of the audited PATE cell of the quick suite: its aggregator at the
-    cell's hyperparameters (its calibrated sigma2), on stand-in votes of its query count."""
+def pate_aggregation(suite: str, method: str, break_it=None, monkeypatch=None):
+    """The noise checks of a PATE cell of ``suite`` (its audited one, if it has one): its
+    aggregator at the cell's hyperparameters (its calibrated noise), on stand-in votes of
+    its query count."""
     from benchmarks.privacy import noise_checks
     from benchmarks.suites import load_suite
 
-    cell = next(c for c in load_suite("quick").cells
-                if c.method.startswith("pate-") and c.audit)
+    cells = [c for c in load_suite(suite).cells if c.method == method]
+    cell = next((c for c in cells if c.audit), cells[0])
     model = get_method(cell.method)(Budget(cell.epsilon, cell.delta), **cell.hparams)
     if break_it:
         break_it(monkeypatch)
     model._aggregate(np.tile([150, 100] + [0] * 8, (cell.hparams["queries"], 1)))
     return noise_checks.check_ledger(model.ctx.ledger, np.random.default_rng(0))
+
+
+def quick_pate_aggregation(break_it=None, monkeypatch=None):
+    return pate_aggregation("quick", "pate-confident-gnmax", break_it, monkeypatch)
 
 
 def gnmax_at_half_sigma(monkeypatch):
@@ -113,14 +120,63 @@ def gnmax_at_half_sigma(monkeypatch):
     monkeypatch.setattr(aggregators, "_gnmax", lambda v, sigma, rng: real(v, sigma / 2, rng))
 
 
+def threshold_check_at_half_sigma1(monkeypatch):
+    from benchmarks.privacy import aggregators
+
+    real = aggregators._passes
+    monkeypatch.setattr(aggregators, "_passes",
+                        lambda v, threshold, sigma1, rng: real(v, threshold, sigma1 / 2, rng))
+
+
+def lnmax_at_twice_gamma(monkeypatch):
+    from benchmarks.privacy import aggregators
+
+    real = aggregators._lnmax
+    monkeypatch.setattr(aggregators, "_lnmax", lambda v, gamma, rng: real(v, 2 * gamma, rng))
+
+
 def test_the_quick_suites_pate_noise_passes_its_check():
     checks = quick_pate_aggregation()
-    assert [(c.mechanism, c.flagged) for c in checks] == [("GNMax (answered queries)", False)]
+    assert [(c.mechanism, c.flagged) for c in checks] == [
+        ("Confident-GNMax threshold check (every query asked)", False),
+        ("GNMax (answered queries)", False)]
 
 
-def test_gnmax_at_half_sigma_is_flagged_at_the_quick_suites_setting(monkeypatch):
-    checks = quick_pate_aggregation(gnmax_at_half_sigma, monkeypatch)
-    assert checks and all(c.flagged for c in checks), checks
+@pytest.mark.parametrize("break_it, broken", [
+    (gnmax_at_half_sigma, "GNMax (answered queries)"),
+    (threshold_check_at_half_sigma1, "Confident-GNMax threshold check (every query asked)"),
+], ids=["gnmax-sigma2/2", "threshold-sigma1/2"])
+def test_pate_noise_below_its_charge_is_flagged_at_the_quick_suites_setting(
+        monkeypatch, break_it, broken):
+    checks = quick_pate_aggregation(break_it, monkeypatch)
+    assert {c.mechanism for c in checks if c.flagged} == {broken}, checks
+
+
+def test_lnmax_is_checked_at_the_paper_suites_setting(monkeypatch):
+    [honest] = pate_aggregation("paper", "pate-lnmax")
+    assert honest.mechanism == "LNMax" and not honest.flagged, honest
+    [broken] = pate_aggregation("paper", "pate-lnmax", lnmax_at_twice_gamma, monkeypatch)
+    assert broken.flagged, broken
+
+
+def test_each_aggregator_check_states_its_honest_rate(monkeypatch):
+    """With many probes the measured rate of each honest check is its stated one: the
+    closed forms the p-values rest on are right."""
+    from benchmarks.privacy import aggregators, noise_checks
+    from benchmarks.privacy.ledger import Ledger
+
+    monkeypatch.setattr(aggregators, "PROBES", 200_000)
+    ledger = Ledger()
+    votes = np.tile([150, 100] + [0] * 8, (20, 1))
+    aggregators.lnmax(ledger, votes, 0.05, np.random.default_rng(1))
+    aggregators.gnmax(ledger, votes, 40.0, np.random.default_rng(2))
+    aggregators.confident_gnmax(ledger, votes, 150.0, 100.0, 40.0, np.random.default_rng(3))
+    checks = noise_checks.check_ledger(ledger, np.random.default_rng(4))
+    assert len(checks) == 4
+    for check in checks:
+        measured, expected = re.match(r"(\d+) of 200000 .*\(([\d.]+) expected\)",
+                                      check.measured).groups()
+        assert int(measured) == pytest.approx(float(expected), rel=0.03), check
 
 
 # ----- DP-SGD: phantom gradient canaries in the noisy clipped sum ----------------------

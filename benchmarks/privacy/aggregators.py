@@ -29,7 +29,11 @@ def lnmax(ledger: Ledger, votes, gamma: float, rng: np.random.Generator) -> np.n
     Ledger.of(ledger, "LNMax").charge("LNMax", records(),
                                       RdpCurve(len(v) * analysis.lnmax_rdp(gamma)),
                                       queries=len(v), gamma=gamma)
-    return np.argmax(v + as_generator(rng).laplace(0.0, 1.0 / gamma, size=v.shape), axis=1)
+    return _lnmax(v, gamma, as_generator(rng))
+
+
+def _lnmax(v: np.ndarray, gamma: float, rng: np.random.Generator) -> np.ndarray:
+    return np.argmax(v + rng.laplace(0.0, 1.0 / gamma, size=v.shape), axis=1)
 
 
 def gnmax(ledger: Ledger, votes, sigma: float, rng: np.random.Generator) -> np.ndarray:
@@ -66,7 +70,7 @@ def confident_gnmax(ledger: Ledger, votes, threshold: float, sigma1: float, sigm
     sigma2 = as_positive(sigma2, "sigma2")
     ledger = Ledger.of(ledger, "Confident-GNMax")
     rng = as_generator(rng)
-    answered = v.max(axis=1) + rng.normal(0.0, sigma1, size=len(v)) >= threshold
+    answered = _passes(v, threshold, sigma1, rng)
     labels = np.full(len(v), -1, dtype=np.intp)
     labels[answered] = _gnmax(v[answered], sigma2, rng)
     target = answered_target or len(v)
@@ -80,6 +84,12 @@ def confident_gnmax(ledger: Ledger, votes, threshold: float, sigma1: float, sigm
                   RdpCurve(int(answered.sum()) * analysis.gnmax_rdp(sigma2)),
                   answered=int(answered.sum()), sigma2=sigma2)
     return answered, labels, asked
+
+
+def _passes(v: np.ndarray, threshold: float, sigma1: float,
+            rng: np.random.Generator) -> np.ndarray:
+    """Confident-GNMax's noisy check of every query: max_j n_j + N(0, sigma1^2) >= T."""
+    return v.max(axis=1) + rng.normal(0.0, sigma1, size=len(v)) >= threshold
 
 
 def release_data_dependent_epsilon(ledger: Ledger, votes, answered=None, *, sigma2: float,
@@ -100,7 +110,10 @@ def release_data_dependent_epsilon(ledger: Ledger, votes, answered=None, *, sigm
     return release
 
 
-# ----- the noise check of GNMax at a run's sigma2 (benchmarks.privacy.noise_checks) ------
+# ----- the noise checks of the aggregators at a run's charged setting ---------------------
+# (benchmarks.privacy.noise_checks): each runs the aggregator's own code on probe votes
+# where the claimed noise overturns the outcome at a known rate, and fails when it is
+# overturned too rarely.
 
 # Probe queries of two classes whose counts differ by about sqrt(2) sigma2: GNMax answers
 # the smaller one with probability P(N(0, 2 sigma2^2) > gap), 16% at exactly sqrt(2)
@@ -123,20 +136,56 @@ def _confident_gnmax_answers(probes: np.ndarray, sigma: float, rng: np.random.Ge
     return labels
 
 
+def _binomial_check(mechanism: str, claim: str, what: str, overturned: int,
+                    expected: float) -> noise_checks.NoiseCheck:
+    """p: the chance of so few overturned probes (or fewer) under the claimed noise."""
+    return noise_checks.NoiseCheck(
+        mechanism, claim, f"{overturned} of {PROBES} probe queries {what} "
+        f"({expected * PROBES:.1f} expected)", float(stats.binom.cdf(overturned, PROBES,
+                                                                     expected)))
+
+
 def _gnmax_check(answers):
     def check(charge, rng: np.random.Generator) -> noise_checks.NoiseCheck:
         sigma = float(charge.details["sigma2"])
         gap = max(1, round(np.sqrt(2) * sigma))
         flips = int((answers(np.tile([gap, 0], (PROBES, 1)), sigma, rng) != 0).sum())
         expected = float(stats.norm.sf(gap / (np.sqrt(2) * sigma)))
-        return noise_checks.NoiseCheck(
-            charge.mechanism, f"sigma2 = {sigma:.4g}: a lead of {gap} votes is overturned "
-            f"with probability {expected:.3f}",
-            f"{flips} of {PROBES} probe queries answered with the smaller count "
-            f"({expected * PROBES:.1f} expected)",
-            float(stats.binom.cdf(flips, PROBES, expected)))
+        return _binomial_check(charge.mechanism, f"sigma2 = {sigma:.4g}: a lead of {gap} "
+                               f"votes is overturned with probability {expected:.3f}",
+                               "answered with the smaller count", flips, expected)
     return check
 
 
+def _lnmax_check(charge, rng: np.random.Generator) -> noise_checks.NoiseCheck:
+    """Two classes 2 / gamma votes apart: the difference of two Laplace(1 / gamma)
+    draws exceeds a gap t with probability e^(-gamma t) (1 + gamma t / 2) / 2, 13.5% at
+    t = 2 / gamma against 2.7% at twice gamma."""
+    gamma = float(charge.details["gamma"])
+    gap = max(1, round(2 / gamma))
+    expected = 0.5 * np.exp(-gamma * gap) * (1 + gamma * gap / 2)
+    labels = lnmax(Ledger(), np.tile([gap, 0], (PROBES, 1)), gamma, rng)
+    return _binomial_check(charge.mechanism, f"gamma = {gamma:.4g}: a lead of {gap} votes "
+                           f"is overturned with probability {expected:.3f}",
+                           "answered with the smaller count", int((labels != 0).sum()),
+                           expected)
+
+
+def _threshold_check(charge, rng: np.random.Generator) -> noise_checks.NoiseCheck:
+    """Queries whose top count is sigma1 or more below the threshold: the check passes
+    them with probability P(N(0, 1) >= gap / sigma1), 16% one sigma1 below against 2% at
+    sigma1 / 2."""
+    threshold, sigma1 = float(charge.details["threshold"]), float(charge.details["sigma1"])
+    top = max(0, int(np.floor(threshold - sigma1)))
+    expected = float(stats.norm.sf((threshold - top) / sigma1))
+    passed, _, _ = confident_gnmax(Ledger(), np.tile([top, 0], (PROBES, 1)), threshold,
+                                   sigma1, 1.0, rng)
+    return _binomial_check(charge.mechanism, f"threshold {threshold:.4g}, sigma1 = "
+                           f"{sigma1:.4g}: a top count of {top} passes with probability "
+                           f"{expected:.3f}", "passed the check", int(passed.sum()), expected)
+
+
+noise_checks.register("LNMax", _lnmax_check)
 noise_checks.register("GNMax", _gnmax_check(_gnmax_answers))
+noise_checks.register("Confident-GNMax threshold check (every query asked)", _threshold_check)
 noise_checks.register("GNMax (answered queries)", _gnmax_check(_confident_gnmax_answers))
