@@ -8,6 +8,16 @@ import benchmarks  # noqa: F401  (oneDNN on, as in every privboard run, before T
 # Quiet TensorFlow's start-up noise in test output.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
+# Under pytest-xdist each worker computes on one thread, numpy's BLAS and oneDNN (which
+# read OMP_NUM_THREADS when they load) and TensorFlow's own pools alike: two workers of
+# two threads each on two cores spin-wait on each other, which made whole modules three
+# times slower than alone.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    from benchmarks.tf_runtime import pin_threads
+
+    pin_threads()
+
 # `make test` runs on two workers (pytest-xdist, --dist loadgroup). A module's tests stay
 # on one worker, so its shared fixtures are built once; the modules that read the smoke
 # suite's records share a worker with them. The paper suite's settings, independent tiny

@@ -149,6 +149,8 @@ def audit_training(method: str, data: Dataset, budget: Budget, hparams: dict[str
         release = release_audit(*release, coins, delta, confidence)
     elif model.ctx.ledger.phantoms is not None and model.ctx.ledger.phantoms.steps:
         release = phantom_audit(model.ctx.ledger.phantoms, delta, confidence)
+    elif model.ctx.ledger.model_releases:
+        release = model_release_audit(bound, model.ctx.ledger.model_releases)
     checks = noise_checks.check_ledger(model.ctx.ledger, context.rng("audit noise checks"))
     return TrainingAudit(
         method=method, dataset=data.name, seed=context.seed, notion=notion.short,
@@ -175,6 +177,16 @@ def release_audit(evidence: np.ndarray, where: list[str], coins: np.ndarray, del
     return {"epsilon_lower_bound": bound, "guesses": guesses, "correct": correct,
             "ceiling": saturation(m, m, delta, confidence), "where": where, "canaries": m,
             "observed": "the label each canary was released with"}
+
+
+def model_release_audit(bound, mechanisms: list[str]) -> dict[str, Any]:
+    """Where a mechanism releases the model itself (DP-ERM's weights), the model audit
+    reads the release: each canary's prediction is its projection on the released
+    weights."""
+    return {"epsilon_lower_bound": bound.epsilon, "guesses": bound.guesses,
+            "correct": bound.correct, "ceiling": bound.ceiling,
+            "where": list(dict.fromkeys(mechanisms)), "canaries": bound.canaries,
+            "observed": "the released weights, projected on each canary's input"}
 
 
 def phantom_audit(phantoms: PhantomCanaries, delta: float, confidence: float

@@ -68,9 +68,10 @@ def output_perturbation(ledger: Ledger, minimiser: np.ndarray, *, epsilon: float
     """Release argmin J + b (Algorithm 1), argmin J of the ``len(touches.examples)`` rows
     with regularisation Lambda. Returns (release, b, beta); b is private."""
     n = _size(touches, "output perturbation")
-    Ledger.of(ledger, "output perturbation").charge(
-        "output perturbation", touches, PureEpsilon(epsilon), regularization=regularization,
-        dimension=len(minimiser))
+    ledger = Ledger.of(ledger, "output perturbation")
+    ledger.charge("output perturbation", touches, PureEpsilon(epsilon),
+                  regularization=regularization, dimension=len(minimiser))
+    ledger.model_releases.append("output perturbation")
     beta = output_noise_rate(epsilon, n, regularization)
     noise = sample_norm_exponential_noise(len(minimiser), beta, rng)
     return minimiser + noise, noise, beta
@@ -84,9 +85,10 @@ def objective_perturbation_noise(ledger: Ledger, dim: int, *, epsilon: float,
     rows, and its calibration: the caller minimises J(f) + (1/n) b.f + (Delta/2) ||f||^2,
     whose minimiser is the release. b is private."""
     n = _size(touches, "objective perturbation")
-    Ledger.of(ledger, "objective perturbation").charge(
-        "objective perturbation", touches, PureEpsilon(epsilon), regularization=regularization,
-        curvature_bound=curvature_bound, dimension=dim)
+    ledger = Ledger.of(ledger, "objective perturbation")
+    ledger.charge("objective perturbation", touches, PureEpsilon(epsilon),
+                  regularization=regularization, curvature_bound=curvature_bound, dimension=dim)
+    ledger.model_releases.append("objective perturbation")
     calibration = objective_calibration(epsilon, n, regularization, curvature_bound)
     return sample_norm_exponential_noise(dim, calibration.beta, rng), calibration
 

@@ -173,6 +173,9 @@ class Ledger:
         # An audit's phantom records (benchmarks.privacy.phantom_canaries), for the
         # mechanisms that release gradients to observe.
         self.phantoms: Any = None
+        # The mechanisms whose release is the trained model itself (DP-ERM's weights): an
+        # audit of the model is then an audit at the release.
+        self.model_releases: list[str] = []
 
     def watch(self, examples: np.ndarray) -> None:
         """Keep what every later release gives the training rows ``examples``."""
