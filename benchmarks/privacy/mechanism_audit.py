@@ -21,9 +21,11 @@ from __future__ import annotations
 import argparse
 import collections
 import dataclasses
+import importlib
 import json
 import math
 import numbers
+import pkgutil
 import textwrap
 from typing import Any, Callable, Iterator
 
@@ -310,9 +312,12 @@ def audit(spec: AuditSpec, epsilon: float, trials: int = DEFAULT_TRIALS, seed: i
 
 def names() -> list[str]:
     """The registered mechanisms: the layer's own, which register their audits when their
-    modules load, and those of the modules imported so far."""
-    from benchmarks.privacy import erm_noise, randomizers  # noqa: F401
+    modules load (every module of the layer is loaded here, so a new one needs no entry),
+    and those of the modules imported so far."""
+    import benchmarks.privacy as layer
 
+    for module in pkgutil.iter_modules(layer.__path__):
+        importlib.import_module(f"{layer.__name__}.{module.name}")
     return sorted(MECHANISMS)
 
 
