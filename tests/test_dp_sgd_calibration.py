@@ -3,13 +3,12 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 
 import dp_accounting
 import pytest
 from dp_accounting import rdp
 
+from benchmarks.cli import main
 from benchmarks.privacy import dp_sgd as cal
 from benchmarks.privacy.rdp import sampled_gaussian_epsilon, sampled_gaussian_pld_epsilon
 
@@ -67,22 +66,23 @@ def test_unusable_budgets_raise_one_clear_error(args, message):
     assert "\n" not in str(error.value)
 
 
-def run_command(*args):
-    return subprocess.run([sys.executable, "-m", "benchmarks.cli", "privacy", "dp-sgd", *args],
-                          capture_output=True, text=True, check=False)
+def run_command(capsys, *args):
+    """The command in this process: its exit code, stdout and stderr."""
+    code = main(["privacy", "dp-sgd", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
 
 
-def test_command_prints_json_with_the_calibration():
-    done = run_command("--epsilon", "3", "--delta", "1e-5", "--dataset-size", "6000",
-                       "--batch-size", "128", "--epochs", "5", "--json")
-    assert done.returncode == 0, done.stderr
-    printed = json.loads(done.stdout)
-    assert printed == pytest.approx(cal.calibrate(3.0, 1e-5, 6000, 128, 5))
+def test_command_prints_json_with_the_calibration(capsys):
+    code, out, err = run_command(capsys, "--epsilon", "3", "--delta", "1e-5", "--dataset-size",
+                                 "6000", "--batch-size", "128", "--epochs", "5", "--json")
+    assert code == 0, err
+    assert json.loads(out) == pytest.approx(cal.calibrate(3.0, 1e-5, 6000, 128, 5))
 
 
-def test_command_reports_bad_input_in_one_line_with_exit_code_2():
-    done = run_command("--epsilon", "1", "--delta", "0.01", "--dataset-size", "6000",
-                       "--batch-size", "128", "--epochs", "5")
-    assert done.returncode == 2
-    assert done.stdout == ""
-    assert len(done.stderr.strip().splitlines()) == 1 and "1/N" in done.stderr
+def test_command_reports_bad_input_in_one_line_with_exit_code_2(capsys):
+    code, out, err = run_command(capsys, "--epsilon", "1", "--delta", "0.01", "--dataset-size",
+                                 "6000", "--batch-size", "128", "--epochs", "5")
+    assert code == 2
+    assert out == ""
+    assert len(err.strip().splitlines()) == 1 and "1/N" in err
