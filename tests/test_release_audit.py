@@ -58,6 +58,14 @@ def test_an_honest_lp_1st_is_audited_at_its_release_near_its_claim():
     assert release["guesses"] < CANARIES  # abstentions: released as a third class
 
 
+def test_an_honest_ssl_prior_is_audited_at_its_release_near_its_claim():
+    """The canaries' clusters learn their one pair of classes from the noisy histograms,
+    so RRWithPrior releases each canary's label among those two, with all its epsilon."""
+    result = audited(RR_SSL, 2.0)
+    assert not result.flagged
+    assert 0.7 * 2.0 < result.release["epsilon_lower_bound"] <= 2.0, result.release
+
+
 @pytest.mark.parametrize("cell, epsilon, break_it", [
     (LP_1ST, 1.0, no_randomisation),
     (LP_1ST, 1.0, three_times_epsilon),

@@ -3,8 +3,8 @@
 Every canary has its own fair coin, drawn independently, and the two sides of a coin give
 two training sets that are neighbours under the method's notion:
 
-- ``LABEL``: the canary is an example whose label is one of two classes fixed in advance;
-  the coin picks which. This is a neighbour under label-DP; under the label flip of local
+- ``LABEL``: the canary is an example whose label is one of two classes fixed in advance,
+  the same two for every canary; the coin picks which. This is a neighbour under label-DP; under the label flip of local
   randomised response (each user's epsilon is a label-DP guarantee for their own label,
   and the model is post-processing of the flipped labels); and under full DP with
   substitution neighbours (n fixed), where the record in a slot is replaced by the same
@@ -39,7 +39,8 @@ from benchmarks.privacy import Neighbours, PrivacyNotion, Protects
 LABEL = "label"
 INCLUSION = "inclusion"
 DESCRIPTIONS = {
-    LABEL: "canaries, each labelled with one of two classes fixed in advance, by a fair coin",
+    LABEL: "canaries, each labelled with one of two classes fixed in advance (the same two "
+           "for all), by a fair coin",
     INCLUSION: "canaries, each in the training set or not, by a fair coin",
 }
 
@@ -127,11 +128,15 @@ def design(notion: PrivacyNotion, data: Dataset, count: int,
         inputs = least_used_directions(data.train.x, count, rng)
     else:
         raise InputError(f"audits have canaries for image and tabular data, not {data.task}")
-    first = rng.integers(data.num_classes, size=count)
-    if kind == LABEL:  # a second class, uniform among the others
-        second = (first + rng.integers(1, data.num_classes, size=count)) % data.num_classes
-        return Canaries(kind, inputs, np.stack([first, second], axis=1))
-    return Canaries(kind, inputs, first)
+    if kind == LABEL:
+        # One pair of classes for every canary. A prior that learns from the canaries' own
+        # labels (a cluster's noisy histogram, a model of an earlier stage) then holds
+        # both in each canary's top k, where RRWithPrior releases a canary's label with
+        # all its epsilon; with a pair per canary, the noisy histograms of the canaries'
+        # clusters spread over every class and often left a canary's two classes out.
+        pair = rng.choice(data.num_classes, size=2, replace=False)
+        return Canaries(kind, inputs, np.tile(pair, (count, 1)))
+    return Canaries(kind, inputs, rng.integers(data.num_classes, size=count))
 
 
 def bright_pixel_images(shape: tuple[int, ...], count: int,
