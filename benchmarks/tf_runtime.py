@@ -98,7 +98,7 @@ def numerics() -> dict[str, object]:
     thread count, oneDNN and the instruction sets of the kernels (benchmarks/__init__.py
     caps them). Part of every record and of every trained cache's key."""
     return {"threads": threads(), "onednn": onednn(),
-            "onednn_isa": os.environ.get("ONEDNN_MAX_CPU_ISA", "the CPU's best"),
+            "onednn_isa": os.environ.get("ONEDNN_MAX_CPU_ISA", "ALL"),
             "openblas": openblas_kernels()}
 
 
