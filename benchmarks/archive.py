@@ -111,8 +111,14 @@ def suites(archive: Path = ARCHIVE) -> list[str]:
 
 def load(archive: Path = ARCHIVE) -> list[RunRecord]:
     """Every archived record, each checked against its manifest; ArchiveError (one
-    line, naming the file) for anything that is not exactly as archived."""
-    return [record for name in suites(archive) for record in _load_suite(archive / name)]
+    line, naming the file) for anything that is not exactly as archived. A cell that
+    two suites share (the quick suite's PATE++ cells are pate-plus-plus-cpu's too) is
+    archived in each and loaded once."""
+    cells: dict[str, RunRecord] = {}
+    for name in suites(archive):
+        for record in _load_suite(archive / name):
+            cells.setdefault(record.cell_id, record)
+    return list(cells.values())
 
 
 def _load_suite(folder: Path) -> Iterator[RunRecord]:

@@ -23,10 +23,11 @@ GOAL = 1.5
 
 def records(args: argparse.Namespace) -> list[RunRecord]:
     if args.archive:
-        found = [r for r in archive.load() if r.suite == args.archive]
-        if not found:
-            sys.exit(f"bench_twin_cost: the archive holds no record of suite {args.archive!r}")
-        return found
+        manifest = archive.read_manifest(archive.ARCHIVE / args.archive)
+        if manifest is None:
+            sys.exit(f"bench_twin_cost: the archive holds no suite {args.archive!r}")
+        listed = {entry["cell_id"] for entry in manifest["records"].values()}
+        return [r for r in archive.load() if r.cell_id in listed]
     if not args.results.is_dir():
         sys.exit(f"bench_twin_cost: no results folder {args.results}")
     return list(read_records(args.results))

@@ -137,6 +137,21 @@ def test_a_cell_archived_and_run_here_counts_once(store, results, tmp_path):
     assert set(rows[rows.suite == "smoke"].source) == {"archived", "both"}
 
 
+def test_a_cell_two_suites_share_is_loaded_and_counted_once(store, tmp_path):
+    shutil.copytree(store / "smoke", store / "smoke-again")
+    records = archive.load(store)
+    assert len(records) == len({record.cell_id for record in records}) == len(
+        archive.read_manifest(store / "smoke")["records"])
+    site = tmp_path / "site"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["report", "--results", str(empty), "--archive", str(store),
+                 "--out", str(site)]) == 0
+    rows = pd.read_csv(site / "rows.csv", dtype={"cell": str})
+    config = json.loads((store / "smoke" / f"{CELL}.json").read_text())["config_id"]
+    assert list(rows[rows.cell == config].n) == [1]
+
+
 def test_a_site_from_the_archive_alone_needs_no_tensorflow_and_no_data(tmp_path):
     """With TensorFlow not importable and an empty data folder, `privboard report` on a
     clean clone (no results folder) shows the archived cells."""
