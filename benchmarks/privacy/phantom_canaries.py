@@ -46,8 +46,10 @@ class PhantomCanaries:
         u = np.asarray(released, dtype=np.float64) / clip_norm
         median = np.median(u)
         sigma = np.median(np.abs(u - median)) / _MAD_OF_NORMAL
-        # log[(1 - q) N(u; 0, s) + q N(u; 1, s)] - log N(u; 0, s)
-        shift = (2 * u - 1) / (2 * sigma * sigma)
+        # log[(1 - q) N(u; 0, s) + q N(u; 1, s)] - log N(u; 0, s); a release without noise
+        # (s = 0) is certain evidence, +-inf
+        with np.errstate(divide="ignore"):
+            shift = (2 * u - 1) / (2 * sigma * sigma)
         self.llr += np.logaddexp(np.log1p(-sampling_rate), np.log(sampling_rate) + shift)
         self.steps += 1
         self.where = mechanism
