@@ -6,6 +6,11 @@ ratio against the goal (a twin within 1.5 training runs of its cell), both audit
 and whether the twin is flagged; then the summed wall time of the suite's first seed with its
 twins, the work of one ``make bench`` when the folder holds the quick suite.
 
+An SSL prior's cached encoder is charged to the run that reused it
+(``reports.audits.cold_seconds``). PATE's cached teachers leave no trace in a record, so
+a PATE cell that read them looks cheaper than its twin, which trains its own: compare
+the two on results measured from an empty data folder, as a fresh ``make bench`` runs.
+
     python -m speed.bench_twin_cost --results results
     python -m speed.bench_twin_cost --archive quick
 """
@@ -17,6 +22,7 @@ from pathlib import Path
 
 from benchmarks import archive
 from benchmarks.records import RunRecord, read_records
+from reports.audits import cold_seconds
 
 GOAL = 1.5
 
@@ -31,16 +37,6 @@ def records(args: argparse.Namespace) -> list[RunRecord]:
     if not args.results.is_dir():
         sys.exit(f"bench_twin_cost: no results folder {args.results}")
     return list(read_records(args.results))
-
-
-def training_cost(record: RunRecord) -> float:
-    """Wall seconds of the run as if nothing were cached. An SSL prior's encoder is cached
-    by its training inputs, so a cell reuses it and its twin, whose planted set differs,
-    trains its own. A run that took less time than its encoder's recorded training
-    loaded the encoder, and is charged that training as a cold run would be."""
-    encoder = record.privacy.details.get("encoder") or {}
-    trained = encoder.get("train_seconds", 0.0)
-    return record.wall_time_s + (trained if record.wall_time_s < trained else 0.0)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,9 +64,9 @@ def main(argv: list[str] | None = None) -> int:
         if cell is None:
             print(f"{twin.describe():<55} {'-':>8} {twin.wall_time_s:8.0f} {'-':>6}  {bounds}")
             continue
-        ratio = training_cost(twin) / training_cost(cell)
+        ratio = cold_seconds(twin) / cold_seconds(cell)
         worst = max(worst, ratio)
-        print(f"{twin.describe():<55} {training_cost(cell):8.0f} {training_cost(twin):8.0f} "
+        print(f"{twin.describe():<55} {cold_seconds(cell):8.0f} {cold_seconds(twin):8.0f} "
               f"{ratio:6.2f}  {bounds}")
     flagged = [t.describe() for t in twins if t.audit["flagged"]]
     print(f"\nlargest twin / cell training cost: {worst:.2f} (goal <= {GOAL}: "
