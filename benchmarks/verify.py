@@ -16,6 +16,7 @@ The re-run is written to the results folder as a record of its own (kind
 """
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -75,12 +76,13 @@ def rerun(record: RunRecord, data_dir: Path | None) -> RunRecord:
 
 def public_results(record: RunRecord) -> dict[str, Any]:
     """What a re-run must reproduce: the public metrics, the spent epsilon, and an
-    audited twin's audit (but its timing)."""
+    audited twin's audit (but its timing), as its record stores them: a fresh run's
+    tuples read back as lists."""
     found = {f"metrics.{name}": value for name, value in record.metrics.items()}
     found["privacy.epsilon"] = record.privacy.epsilon
     found.update({f"audit.{name}": value for name, value in record.audit.items()
                   if name not in AUDIT_TIMING})
-    return found
+    return json.loads(json.dumps(found))
 
 
 def differences(recorded: RunRecord, again: RunRecord) -> dict[str, list]:

@@ -10,7 +10,8 @@ import pytest
 
 from benchmarks import archive
 from benchmarks.cli import main
-from benchmarks.records import read_records
+from benchmarks.records import RunRecord, read_records
+from benchmarks.verify import differences
 
 # Archived smoke cells: DP-ERM objective perturbation, spread LR, LP-1ST (one epoch).
 SMALLEST = {"a072e5ec225ec5e56d54": "dp-erm-objective", "41c8fbc4a32f81ad95af": "spread-lr",
@@ -54,3 +55,15 @@ def test_an_unknown_cell_is_refused_with_one_line(tmp_path, capsys):
     assert len(err) == 1 and "unknown cell '0123456789abcdef0123'" in err[0]
     assert list(tmp_path.iterdir()) == []
 
+
+
+def test_a_fresh_audit_equals_its_stored_form():
+    """An audited twin's re-run holds its audit in memory (noise checks as a tuple), the
+    record read back from JSON (a list): the same result, no difference."""
+    stored = json.loads((archive.ARCHIVE / "smoke" / "41c8fbc4a32f81ad95af.json").read_text())
+    recorded, again = RunRecord.from_dict(stored), RunRecord.from_dict(stored)
+    recorded.audit = {"epsilon_lower_bound": 0.5, "noise_checks": []}
+    again.audit = {"epsilon_lower_bound": 0.5, "noise_checks": ()}
+    assert differences(recorded, again) == {}
+    again.audit = {"epsilon_lower_bound": 0.6, "noise_checks": ()}
+    assert list(differences(recorded, again)) == ["audit.epsilon_lower_bound"]
