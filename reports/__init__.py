@@ -15,6 +15,8 @@ import argparse
 import sys
 from pathlib import Path
 
+import pandas as pd
+
 from baselines import load_claims, load_dataset_notes, load_published
 from benchmarks import archive as archive_store
 from benchmarks import bundle
@@ -23,7 +25,7 @@ from benchmarks.atomic import atomic_folder
 from benchmarks.errors import PrivboardError
 from reports.audits import attach_audits
 from reports.claims import check_claims
-from reports.load import ReportError, load_records
+from reports.load import ARCHIVED, BOTH, LOCAL, ReportError, load_records
 from reports.rows import compute_rows, metric_by_dataset
 from reports.verifications import attach_verifications
 
@@ -81,18 +83,24 @@ def build(results: Path | None, out: Path, tolerance: float = 1.0,
 
     with atomic_folder(out) as staging:
         write_site(staging, rows, shown, published, checked, notes, tolerance,
-                   _sources(archive, results, submission), notice, catalogue,
+                   _sources(records, submission), notice, catalogue,
                    submission_facts(submission))
     return out / "index.html"
 
 
-def _sources(archive: Path | None, results: Path | None,
-             submission: bundle.Submission | None) -> list[str]:
-    """Where the site's records came from, as its index says."""
-    return ([f"the archive ({archive})"] if archive is not None else []) + (
-        [f"this machine's results ({results})"] if results is not None else []) + (
-        [f"the third-party submission of {submission.package} ({submission.folder})"]
+def _sources(records: pd.DataFrame, submission: bundle.Submission | None) -> list[str]:
+    """Where the site's records came from, as its index says: never a path of the
+    machine that built it."""
+    archived = int(records["source"].isin([ARCHIVED, BOTH]).sum())
+    local = int(records["source"].isin([LOCAL, BOTH]).sum())
+    return ([f"the archive ({_count(archived, 'record')})"] if archived else []) + (
+        [f"{_count(local, 'local record')}"] if local else []) + (
+        [f"the third-party submission of {submission.package}"]
         if submission is not None else [])
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 def submission_facts(submission: bundle.Submission | None) -> dict | None:

@@ -13,11 +13,10 @@ import tempfile
 from pathlib import Path
 
 from benchmarks import archive as archive_store
+from reports.rows import NOT_RANKED
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 START, END = "<!-- archive-tables:start -->", "<!-- archive-tables:end -->"
-# Archived for `privboard verify`'s tests; its tiny cells' numbers mean nothing.
-NOT_HEADLINE = ("smoke",)
 
 
 def section(archive: Path = archive_store.ARCHIVE) -> str:
@@ -57,7 +56,7 @@ def _headline_rows(archive: Path) -> str:
     names = [cell.strip() for cell in header.split("|")]
     ours, suite = names.index("ours"), names.index("suite")
     kept = [row for row in rows if row.split("|")[ours].strip()
-            and row.split("|")[suite].strip() not in NOT_HEADLINE]
+            and row.split("|")[suite].strip() not in NOT_RANKED]
     return "\n".join([header, rule, *kept])
 
 
