@@ -41,7 +41,10 @@ FIRST_DATASETS = ("mnist", "fashion-mnist", "cifar10", "cifar100", "svhn", "kmni
 LAST_DATASETS = ("adult",)
 DATASET_TITLES = {"mnist": "MNIST", "fashion-mnist": "Fashion-MNIST", "cifar10": "CIFAR-10",
                   "cifar100": "CIFAR-100", "svhn": "SVHN", "kmnist": "KMNIST",
-                  "adult": "Adult", "movielens-1m": "MovieLens-1M", "kddcup99": "KDD Cup 99"}
+                  "adult": "Adult", "movielens-1m": "MovieLens-1M", "kddcup99": "KDD Cup 99",
+                  "mnist-7v9": "MNIST 7 vs 9", "mnist-7v9-small": "MNIST 7 vs 9 (small)",
+                  "digits": "Digits", "digits-7v9": "Digits 7 vs 9",
+                  "breast-cancer": "Breast cancer"}
 KIND_WORDS = {Kind.PURE.value: "pure epsilon-DP (delta = 0)",
               Kind.APPROXIMATE.value: "approximate (epsilon, delta)-DP",
               Kind.NONE.value: "none"}

@@ -14,9 +14,10 @@ import pandas as pd
 
 from benchmarks.metrics import metric
 from reports.index_table import audit_of
+from reports.load import THIRD_PARTY
 from reports.presentation import (KIND_WORDS, dataset_title, family_of, ordered_datasets, presentation,
                                   short_notion, slug)
-from reports.rows import NOT_RANKED, QUICK_SUITE
+from reports.rows import NOT_RANKED
 
 # The families a reader picks from, as (css class of the notion, tab title).
 FAMILIES = (("label-dp", "label-DP"), ("full-dp", "full DP"), ("other-notion", "local"),
@@ -77,8 +78,8 @@ def _by_epsilon(entries: pd.DataFrame, higher_is_better: bool,
             best["best"] = True
         deltas = sorted({line["delta"] for line in lines})
         badges = sorted({(line["css"], line["badge"], line["notion"]) for line in lines})
-        rankings.append({"epsilon": epsilon, "deltas": deltas, "badges": badges, "lines": lines[:SHOWN],
-                         "folded": lines[SHOWN:], "metric": at["metric"].iloc[0],
+        rankings.append({"epsilon": epsilon, "deltas": deltas, "badges": badges,
+                         "lines": lines[:SHOWN], "folded": lines[SHOWN:], "metric": at["metric"].iloc[0],
                          "id": f"{slug(at['dataset'].iloc[0])}-{lines[0]['family']}-"
                                f"{'inf' if math.isinf(epsilon) else f'{epsilon:g}'}"})
     return rankings
@@ -88,7 +89,8 @@ def _entry(row) -> dict:
     css, title, explanation = presentation(row.protects, row.neighbours)
     audit = audit_of(row)
     return {"method": row.method, "method_page": slug(row.method), "model": row.model,
-            "variant": row.variant, "suite": row.suite, "quick": row.suite == QUICK_SUITE,
+            "variant": row.variant, "suite": row.suite,
+            "third_party": row.source == THIRD_PARTY,
             "family": row.family, "css": css,
             "badge": short_notion(row.protects, row.neighbours, row.kind),
             "notion": f"{title}: {explanation} {KIND_WORDS.get(row.kind, row.kind)}; "
