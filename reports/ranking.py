@@ -15,14 +15,16 @@ import pandas as pd
 from benchmarks.metrics import metric
 from reports.index_table import audit_of
 from reports.load import THIRD_PARTY
-from reports.presentation import (KIND_WORDS, dataset_title, family_of, ordered_datasets, presentation,
-                                  short_notion, slug)
-from reports.rows import NOT_RANKED
+from reports.presentation import (KIND_WORDS, SCOPES, dataset_title, family_of,
+                                  ordered_datasets, presentation, short_notion, slug)
+from reports.rows import NOT_RANKED, format_delta, format_epsilon
 
 # The families a reader picks from, as (css class of the notion, tab title).
 FAMILIES = (("label-dp", "label-DP"), ("full-dp", "full DP"), ("other-notion", "local"),
             ("unknown-notion", "unknown notion"))
 REFERENCE = "non-private"
+# What a reader must know before comparing a family's epsilons with another's.
+WARNINGS = {"other-notion": SCOPES["local randomised response"][2]}
 # A ranking shows this many entries; the others fold under it.
 SHOWN = 5
 
@@ -35,7 +37,7 @@ def rankings(rows: pd.DataFrame) -> list[dict]:
     for dataset in ordered_datasets(entries["dataset"].unique()):
         mine = entries[entries["dataset"] == dataset]
         higher = metric(mine["metric"].iloc[0]).higher_is_better
-        families = [{"key": key, "title": title,
+        families = [{"key": key, "title": title, "warning": WARNINGS.get(key, ""),
                      "rankings": _by_epsilon(mine[mine["family"] == key], higher)}
                     for key, title in FAMILIES if (mine["family"] == key).any()]
         if not families:
@@ -76,10 +78,13 @@ def _by_epsilon(entries: pd.DataFrame, higher_is_better: bool,
         best = next((line for line in lines if not line["refuted"]), None)
         if best is not None and mark_best:
             best["best"] = True
-        deltas = sorted({line["delta"] for line in lines})
+        deltas = " / ".join(format_delta(delta)
+                            for delta in sorted({line["delta"] for line in lines}) if delta)
         badges = sorted({(line["css"], line["badge"], line["notion"]) for line in lines})
-        rankings.append({"epsilon": epsilon, "deltas": deltas, "badges": badges,
-                         "lines": lines[:SHOWN], "folded": lines[SHOWN:], "metric": at["metric"].iloc[0],
+        budget = f"ε = {format_epsilon(float(f'{epsilon:.3g}'))}" + (
+            f", δ = {deltas}" if deltas else "")
+        rankings.append({"epsilon": epsilon, "budget": budget, "badges": badges,
+                         "lines": lines[:SHOWN], "folded": lines[SHOWN:],
                          "id": f"{slug(at['dataset'].iloc[0])}-{lines[0]['family']}-"
                                f"{'inf' if math.isinf(epsilon) else f'{epsilon:g}'}"})
     return rankings
