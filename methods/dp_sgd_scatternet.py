@@ -35,7 +35,6 @@ import hashlib
 import json
 import numbers
 import time
-import warnings
 from pathlib import Path
 from typing import Any, Callable, ClassVar
 
@@ -43,6 +42,7 @@ import numpy as np
 
 from benchmarks.atomic import atomic_write
 from benchmarks.contract import Budget, Split
+from benchmarks.digests import content_digest as _digest, read_checked
 from benchmarks.errors import InputError
 from benchmarks.privacy import dp_sgd, noisy_clipped_mean
 from methods.dp_sgd import DP_SGD_NOTION, DPSGD
@@ -79,18 +79,6 @@ def cache_folder(data_dir: Path | str) -> Path:
     return Path(data_dir) / "cache" / "scatternet"
 
 
-def _digest(*parts: str | np.ndarray) -> str:
-    h = hashlib.sha256()
-    for part in parts:
-        if isinstance(part, str):
-            h.update(f"str {len(part)}\n{part}".encode())
-        else:
-            array = np.ascontiguousarray(part)
-            h.update(f"array {array.dtype.str} {array.shape}\n".encode())
-            h.update(array.data)
-    return h.hexdigest()
-
-
 def _cache_key(images: np.ndarray) -> str:
     """Everything the features depend on: the images (by digest), the transform's
     settings and kymatio's version."""
@@ -112,23 +100,14 @@ class Features:
 
 def _read(path: Path, key: str) -> Features | None:
     """The cached features, or None if there are none or they fail their digest."""
-    if not path.is_file():
-        return None
-    try:
-        with np.load(path, allow_pickle=False) as stored:
-            values, seconds = stored["features"], float(stored["seconds"])
-            intact = (str(stored["key"]) == key
-                      and str(stored["digest"]) == _digest(key, values))
-    except Exception as error:  # any unreadable file is treated like a corrupt one
-        reason = f"unreadable ({type(error).__name__})"
-        intact = False
-    else:
-        reason = "its content does not match its stored digest"
-    if not intact:
-        warnings.warn(f"ignoring ScatterNet cache {path}: {reason}; computing anew",
-                      stacklevel=3)
-        return None
-    return Features(values, seconds, cached=True)
+    def read(stored) -> Features:
+        return Features(stored["features"], float(stored["seconds"]), cached=True)
+
+    def intact(stored, entry: Features) -> bool:
+        return str(stored["key"]) == key and str(stored["digest"]) == _digest(key, entry.values)
+
+    return read_checked(path, read, intact, what="ScatterNet cache", check="digest",
+                        otherwise="computing anew")
 
 
 def features(images: np.ndarray, *, data_dir: Path | str,

@@ -17,6 +17,7 @@ from benchmarks.privacy import Ledger, SampledGaussian, dp_sgd, rdp
 from benchmarks.privacy.noisy_clipped_mean import NoisyClippedMean, rdp_curve
 from methods import dp_sgd_scatternet as scatternet
 from methods.dp_sgd_scatternet import DPSGDScatterNet
+from test_release_audit import noise_at_half
 
 dp_accounting = pytest.importorskip("dp_accounting")
 
@@ -325,18 +326,6 @@ def test_the_release_audit_reads_the_calibration_after_the_statistics(dataset):
     assert seen == [method.calibration(60_000)]
     alone = dp_sgd.calibrate(1.0, 1e-5, 60_000, cell.hparams["batch_size"], 40.0)
     assert (seen[0]["noise_multiplier"] > alone["noise_multiplier"]) == (dataset == "mnist")
-
-
-def noise_at_half(monkeypatch):
-    from benchmarks.privacy.noisy_clipped_sum import NoisyClippedSum
-
-    real = NoisyClippedSum.__init__
-
-    def halved(self, *args, **kwargs):
-        real(self, *args, **kwargs)
-        self.noise_std /= 2
-
-    monkeypatch.setattr(NoisyClippedSum, "__init__", halved)
 
 
 @pytest.mark.parametrize("dataset", ["mnist", "fashion-mnist"])
