@@ -42,9 +42,9 @@ import numpy as np
 
 from benchmarks.atomic import atomic_write
 from benchmarks.contract import Budget, Split
-from benchmarks.digests import content_digest as _digest, read_checked
 from benchmarks.errors import InputError
 from benchmarks.privacy import dp_sgd, noisy_clipped_mean
+from methods.cache_entries import content_digest as _digest, read_checked
 from methods.dp_sgd import DP_SGD_NOTION, DPSGD
 
 PAPER = ("Tramer & Boneh, Differentially Private Learning Needs Better Features "

@@ -25,8 +25,8 @@ import numpy as np
 import tensorflow as tf
 
 from benchmarks.atomic import atomic_write
-from benchmarks.digests import content_digest as _digest, read_checked
 from benchmarks.tf_runtime import numerics
+from methods.cache_entries import content_digest as _digest, read_checked
 from methods.nn import models, training
 
 # Part of every cache key: raise it whenever training, augmentation or the stored format
