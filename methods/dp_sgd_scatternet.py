@@ -6,8 +6,8 @@ numpy front end), normalised, then a linear classifier trained with the project'
 
 The transform reads no data, so its features are computed once per set of images and
 cached in <data_dir>/cache/scatternet/<key>.npz (written atomically, checked against a
-stored digest on every read; two processes that build one entry at once both write
-the same bytes, and the rename keeps one whole).
+stored digest on every read; two processes that build one entry at once each write a
+whole file of the same features, and the rename keeps one of them).
 
 The normalisations of the paper, per channel of the 81 (per colour) scattering channels:
 - "group": group normalisation of each example alone (the paper's Fashion-MNIST setting,
@@ -136,7 +136,7 @@ def group_normalise(x: np.ndarray, groups: int, epsilon: float = 1e-5) -> np.nda
     """Each example's channels (last axis) in ``groups`` consecutive groups, each group
     standardised over its channels and positions (biased variance, as torch's
     GroupNorm without affine parameters)."""
-    n, *positions, channels = x.shape
+    n, channels = x.shape[0], x.shape[-1]
     grouped = x.reshape(n, -1, groups, channels // groups)
     mean = grouped.mean(axis=(1, 3), keepdims=True, dtype=np.float64)
     var = grouped.var(axis=(1, 3), keepdims=True, dtype=np.float64)
