@@ -65,6 +65,21 @@ def calibrate(epsilon: float, delta: float, dataset_size: int, batch_size: int,
     validate(epsilon, delta, dataset_size, batch_size, epochs)
     rate = batch_size / dataset_size
     steps = steps_for(dataset_size, batch_size, epochs)
+    sigma = noise_multiplier_for(epsilon, delta, rate, steps)
+    return {
+        "noise_multiplier": sigma,
+        "steps": steps,
+        "sampling_rate": rate,
+        "epsilon_rdp": sampled_gaussian_epsilon(sigma, rate, steps, delta),
+        "epsilon_pld": sampled_gaussian_pld_epsilon(sigma, rate, steps, delta),
+        "delta": delta,
+    }
+
+
+def noise_multiplier_for(epsilon: float, delta: float, rate: float, steps: int) -> float:
+    """The smallest noise multiplier (to 0.01%) whose RDP epsilon after ``steps`` steps
+    at sampling rate ``rate`` is <= ``epsilon`` (as a library's data loader sets them).
+    InputError when no noise multiplier in SIGMA_RANGE meets it."""
 
     def meets(sigma: float) -> bool:
         return sampled_gaussian_epsilon(sigma, rate, steps, delta) <= epsilon
@@ -91,14 +106,7 @@ def calibrate(epsilon: float, delta: float, dataset_size: int, batch_size: int,
     while high / low > 1 + SIGMA_RELATIVE_TOLERANCE:
         middle = math.sqrt(low * high)  # bisect in log space: the range spans decades
         low, high = (low, middle) if meets(middle) else (middle, high)
-    return {
-        "noise_multiplier": high,
-        "steps": steps,
-        "sampling_rate": rate,
-        "epsilon_rdp": sampled_gaussian_epsilon(high, rate, steps, delta),
-        "epsilon_pld": sampled_gaussian_pld_epsilon(high, rate, steps, delta),
-        "delta": delta,
-    }
+    return high
 
 
 # --- the command: privboard privacy dp-sgd --------------------------------------------

@@ -1,0 +1,77 @@
+"""Methods that train with an outside DP library, registered by a package of their own
+(tests/plugins/installed.py puts it on the path): the example Opacus method handing Opacus
+a quarter of the noise it charges, the same without any charge, and tensorflow-privacy's
+Keras DP optimizer, honest and at a quarter of its charge."""
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+
+from benchmarks.contract import Split
+from benchmarks.privacy import SampledGaussian, records
+from benchmarks.privacy.dp_sgd import noise_multiplier_for
+from opacus_plugin import OpacusMLP
+
+
+class OpacusAtAQuarter(OpacusMLP):
+    name = "opacus-quarter-mlp"
+    noise_share = 0.25
+
+
+class OpacusUncharged(OpacusMLP):
+    """Trains as the example does but never charges its ledger."""
+
+    name = "opacus-uncharged-mlp"
+
+    def fit(self, train: Split, num_classes: int) -> "OpacusUncharged":
+        charge = self.ctx.ledger.charge
+        self.ctx.ledger.charge = lambda *args, **kwargs: None
+        try:
+            return super().fit(train, num_classes)
+        finally:
+            self.ctx.ledger.charge = charge
+
+
+class KerasDPSGD(OpacusMLP):
+    """The same network with tensorflow-privacy's DPKerasSGDOptimizer and Keras' fit, on
+    shuffled batches: charged as a Poisson sample at rate batch/N, as tensorflow-privacy's
+    own accountant does."""
+
+    name = "tfp-keras-mlp"
+    paper = "example plugin: DP-SGD with tensorflow-privacy's Keras optimizer"
+    tiny_hparams: ClassVar[dict[str, Any]] = {"epochs": 1}
+
+    def fit(self, train: Split, num_classes: int) -> "KerasDPSGD":
+        import tensorflow as tf
+        from tensorflow_privacy import DPKerasSGDOptimizer
+
+        h, n = self.hparams, len(train)
+        tf.keras.utils.set_random_seed(self.ctx.seed_for("keras"))
+        batch = min(h["batch_size"], n)
+        rate, steps = batch / n, h["epochs"] * -(-n // batch)
+        sigma = noise_multiplier_for(self.budget.epsilon, self.budget.delta, rate, steps)
+        self.ctx.ledger.charge("DP-SGD (tensorflow-privacy)", records(),
+                               SampledGaussian(sigma, rate, steps))
+        self.model = tf.keras.Sequential([tf.keras.layers.Dense(h["hidden"], "relu"),
+                                          tf.keras.layers.Dense(num_classes)])
+        self.model.compile(
+            optimizer=DPKerasSGDOptimizer(l2_norm_clip=h["clip_norm"],
+                                          noise_multiplier=self.noise_share * sigma,
+                                          learning_rate=h["learning_rate"]),
+            loss=tf.keras.losses.SparseCategoricalCrossentropy(
+                from_logits=True, reduction=tf.keras.losses.Reduction.NONE))
+        self.model.fit(train.x.reshape(n, -1).astype(np.float32), train.y, batch_size=batch,
+                       epochs=h["epochs"], verbose=0)
+        return self
+
+    def predict_proba(self, x: np.ndarray) -> np.ndarray:
+        import tensorflow as tf
+
+        logits = self.model(x.reshape(len(x), -1).astype(np.float32), training=False)
+        return tf.nn.softmax(tf.cast(logits, tf.float64)).numpy()
+
+
+class KerasDPSGDAtAQuarter(KerasDPSGD):
+    name = "tfp-keras-quarter-mlp"
+    noise_share = 0.25
