@@ -197,8 +197,7 @@ def check_libraries_charged(fitted: Fitted) -> None:
     m = fitted.model
     notion = m.notion_for(fitted.budget, m.hparams)
     line = library_watch.compare(fitted.seen.library, m.spent().epsilon,
-                                 bool(m.ctx.ledger.relevant(notion)), fitted.budget.delta,
-                                 len(fitted.train))
+                                 bool(m.ctx.ledger.relevant(notion)), fitted.budget.delta)
     if line:
         raise ContractBreach(line)
 

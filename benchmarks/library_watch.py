@@ -32,6 +32,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from benchmarks.contract import Method
 from benchmarks.errors import InputError
 from benchmarks.privacy import rdp
 from benchmarks.privacy.noise_checks import NoiseCheck
@@ -44,8 +45,9 @@ SUPPORTED = {OPACUS: ("opacus", "opacus", "1.6"),
 
 @dataclasses.dataclass(frozen=True)
 class Setting:
-    """The settings of one noisy step. ``sampling_rate`` is None when the library did not
-    say it (an optimizer made without its data loader): batch/N of the training set."""
+    """The settings of one noisy step. ``sampling_rate`` is None when the library does not
+    say it (fixed-size batches, an optimizer made without its data loader): then it is
+    batch/N, N the size of the training set the fit was given."""
 
     library: str
     noise_multiplier: float
@@ -60,6 +62,8 @@ class Ran:
     steps: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     # (library, noise std) -> [steps, coordinates, sum of squared noise]: the noise added
     noise: dict[tuple[str, float], list[float]] = dataclasses.field(default_factory=dict)
+    # the size of every training set a method's fit was given
+    train_sizes: list[int] = dataclasses.field(default_factory=list)
 
     def step(self, setting: Setting) -> None:
         self.steps[setting] += 1
@@ -74,14 +78,23 @@ class Ran:
     def libraries(self) -> list[str]:
         return sorted({setting.library for setting in self.steps})
 
-    def epsilon(self, delta: float, train_size: int) -> tuple[float, list[str]]:
+    def sampling_rate(self, setting: Setting) -> float:
+        """The library's rate, else batch/N at the smallest training set a fit was given
+        (the largest rate); 1 when no fit was seen."""
+        if setting.sampling_rate is not None:
+            return setting.sampling_rate
+        if not self.train_sizes:
+            return 1.0
+        return min(1.0, setting.expected_batch / min(self.train_sizes))
+
+    def epsilon(self, delta: float) -> tuple[float, list[str]]:
         """The epsilon of every watched step composed at ``delta``, and a phrase for each
         setting ("Opacus ran sigma 0.27 for 224 steps at q 0.045")."""
         curve = np.zeros(rdp.ORDERS.shape)
         # (library, sigma, clip, Poisson) -> [steps, rates]: a phrase each
         runs: dict[tuple, list] = {}
         for setting, count in self.steps.items():
-            rate = setting.sampling_rate or min(1.0, setting.expected_batch / train_size)
+            rate = self.sampling_rate(setting)
             curve = curve + (rdp.sampled_gaussian_rdp(setting.noise_multiplier, rate, count)
                              if setting.noise_multiplier > 0 else math.inf)
             run = runs.setdefault((setting.library, setting.noise_multiplier,
@@ -111,17 +124,16 @@ class Ran:
         return checks
 
 
-def compare(ran: Ran, charged: float, any_charge: bool, delta: float,
-            train_size: int) -> str:
+def compare(ran: Ran, charged: float, any_charge: bool, delta: float) -> str:
     """"" when what the watched libraries ran is covered by the ``charged`` epsilon; else
     one line with both figures. A run that charged nothing covers nothing."""
     if not ran.steps:
         return ""
     if not 0 < delta < 1:
-        spent, phrases = math.inf, ran.epsilon(1e-5, train_size)[1]
+        spent, phrases = math.inf, ran.epsilon(1e-5)[1]
         at = "at delta 0 (no delta to convert at)"
     else:
-        spent, phrases = ran.epsilon(delta, train_size)
+        spent, phrases = ran.epsilon(delta)
         at = f"at delta {delta:g}"
     if any_charge and spent <= charged * (1 + 1e-9):
         return ""
@@ -148,6 +160,7 @@ def watch() -> Iterator[Ran]:
     """The steps of the imported watched libraries during the block."""
     ran = Ran()
     with contextlib.ExitStack() as stack:
+        _patch(stack, Method, "__init__", lambda original: _sized(original, ran))
         if "opacus" in sys.modules:
             _watch_opacus(ran, stack)
         if "tensorflow_privacy" in sys.modules:
@@ -160,6 +173,19 @@ def _patch(stack: contextlib.ExitStack, owner: Any, name: str,
     original = owner.__dict__[name]
     setattr(owner, name, make(original))
     stack.callback(setattr, owner, name, original)
+
+
+def _sized(init: Callable, ran: Ran) -> Callable:
+    """A method's ``__init__`` that makes its instance's fit note its training set's size."""
+    def watched(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        fit = self.fit
+
+        def sized_fit(train, *fit_args, **fit_kwargs):
+            ran.train_sizes.append(len(train))
+            return fit(train, *fit_args, **fit_kwargs)
+        self.fit = sized_fit
+    return watched
 
 
 def _watch_opacus(ran: Ran, stack: contextlib.ExitStack) -> None:

@@ -177,8 +177,7 @@ def run_cells(cells: list[Cell], data_dir: Path
             if not record.ok:
                 failed.add(cell.config_id)
             checks += cell_checks(cell, record, context.ledger, seen.uncharged(context.ledger))
-            checks += library_checks(cell, record, context.ledger, seen.library,
-                                     len(data.train))
+            checks += library_checks(cell, record, context.ledger, seen.library)
             mine = seen.own_charges(context.ledger)
             own += mine
             if mine and observed is not None:
@@ -207,7 +206,7 @@ def cell_checks(cell: Cell, record: RunRecord, ledger: Ledger,
 
 
 def library_checks(cell: Cell, record: RunRecord, ledger: Ledger,
-                   ran: library_watch.Ran, train_size: int) -> list[Check]:
+                   ran: library_watch.Ran) -> list[Check]:
     """When a watched library ran steps: they compose to no more than the record's
     epsilon, and the noise each step added is as its noise multiplier says."""
     if not ran.steps or not record.ok:
@@ -216,7 +215,7 @@ def library_checks(cell: Cell, record: RunRecord, ledger: Ledger,
     charged = bool(ledger.relevant(record.privacy.notion))
     checks = [Check("what the watched DP libraries ran is charged", scope,
                     library_watch.compare(ran, record.privacy.epsilon, charged,
-                                          record.delta, train_size))]
+                                          record.delta))]
     return checks + [Check(f"the noise {noise.mechanism} added is as its noise multiplier "
                            f"says", scope,
                            f"the noise {noise.mechanism} added is below its noise "

@@ -1,46 +1,33 @@
-"""Methods that train with an outside DP library, registered by a package of their own
-(tests/plugins/installed.py puts it on the path): the example Opacus method handing Opacus
-a quarter of the noise it charges, the same without any charge, and tensorflow-privacy's
-Keras DP optimizer, honest and at a quarter of its charge."""
+"""A method trained with tensorflow-privacy's Keras DP optimizer, registered by a package
+of its own (tests/plugins/installed.py puts it on the path): honest, and at a quarter of
+the noise multiplier it charges. It needs no PyTorch."""
 from __future__ import annotations
 
 from typing import Any, ClassVar
 
 import numpy as np
 
-from benchmarks.contract import Split
-from benchmarks.privacy import SampledGaussian, records
+from benchmarks.contract import Method, Split
+from benchmarks.privacy import (Accountant, Kind, Neighbours, PrivacyNotion, Protects,
+                                SampledGaussian, records)
 from benchmarks.privacy.dp_sgd import noise_multiplier_for
-from opacus_plugin import OpacusMLP
 
 
-class OpacusAtAQuarter(OpacusMLP):
-    name = "opacus-quarter-mlp"
-    noise_share = 0.25
-
-
-class OpacusUncharged(OpacusMLP):
-    """Trains as the example does but never charges its ledger."""
-
-    name = "opacus-uncharged-mlp"
-
-    def fit(self, train: Split, num_classes: int) -> "OpacusUncharged":
-        charge = self.ctx.ledger.charge
-        self.ctx.ledger.charge = lambda *args, **kwargs: None
-        try:
-            return super().fit(train, num_classes)
-        finally:
-            self.ctx.ledger.charge = charge
-
-
-class KerasDPSGD(OpacusMLP):
-    """The same network with tensorflow-privacy's DPKerasSGDOptimizer and Keras' fit, on
-    shuffled batches: charged as a Poisson sample at rate batch/N, as tensorflow-privacy's
-    own accountant does."""
+class KerasDPSGD(Method):
+    """A network with one hidden layer, trained by tensorflow-privacy's
+    DPKerasSGDOptimizer in Keras' fit on shuffled batches: charged as a Poisson sample at
+    rate batch/N, as tensorflow-privacy's own accountant does."""
 
     name = "tfp-keras-mlp"
-    paper = "example plugin: DP-SGD with tensorflow-privacy's Keras optimizer"
+    paper = "test plugin: DP-SGD with tensorflow-privacy's Keras optimizer"
+    notion = PrivacyNotion(Protects.RECORDS, Neighbours.ADD_REMOVE, Kind.APPROXIMATE,
+                           Accountant.RDP)
+    needs_delta = True
+    tasks: ClassVar[tuple[str, ...]] = ("image",)
+    defaults: ClassVar[dict[str, Any]] = {"hidden": 32, "batch_size": 64, "epochs": 4,
+                                          "clip_norm": 1.0, "learning_rate": 0.5}
     tiny_hparams: ClassVar[dict[str, Any]] = {"epochs": 1}
+    noise_share: ClassVar[float] = 1.0  # of the charged noise multiplier
 
     def fit(self, train: Split, num_classes: int) -> "KerasDPSGD":
         import tensorflow as tf
