@@ -10,10 +10,17 @@ export TF_CPP_MIN_LOG_LEVEL ?= 3
 
 .PHONY: bench test data report publish browser clean
 
+# The opacus extra's PyTorch is its CPU build, pinned in constraints.txt (2.13.0+cpu), so
+# pip never takes PyPI's CUDA build: it finds it on PyTorch's CPU index when that host
+# resolves, else in pip's own configured wheels (or stops with an error).
+TORCH_INDEX ?= $(shell getent hosts download.pytorch.org >/dev/null 2>&1 \
+                 && echo --extra-index-url https://download.pytorch.org/whl/cpu)
+
 $(INSTALLED): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -c constraints.txt -e '.[test,ray$(GPU_EXTRA)]'
+	$(BIN)/pip install --quiet -c constraints.txt $(TORCH_INDEX) \
+	  -e '.[test,ray,opacus$(GPU_EXTRA)]'
 	$(BIN)/pip check
 	touch $@
 

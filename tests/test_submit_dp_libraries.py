@@ -9,6 +9,7 @@ import importlib.util
 import json
 import re
 
+import numpy as np
 import pytest
 
 from benchmarks import bundle, library_watch
@@ -155,3 +156,21 @@ def test_an_unsupported_release_stops_with_one_line(suite, tmp_path, monkeypatch
 
 def test_without_any_watched_step_nothing_is_compared():
     assert library_watch.compare(library_watch.Ran(), 0.0, False, 1e-5) == ""
+
+
+def test_the_noise_check_flags_less_noise_than_claimed_and_passes_the_claimed_law():
+    """At the claimed standard deviation an honest library is flagged at the test's level
+    (one in a thousand); at 0.9 of it, over 20 steps of 1,000 coordinates, always."""
+    rng = np.random.default_rng(0)
+    honest = [_noise_p(rng, 1.0) for _ in range(200)]
+    assert 0.2 < np.mean(honest) < 0.8 and min(honest) > 1e-3
+    assert max(_noise_p(rng, 0.9) for _ in range(20)) < 1e-6
+
+
+def _noise_p(rng: np.random.Generator, share: float) -> float:
+    ran = library_watch.Ran()
+    for _ in range(20):
+        ran.added_noise("Opacus", 2.0, rng.normal(0, share * 2.0, 1000))
+    [check] = ran.noise_checks()
+    assert check.flagged == (check.p_value < 1e-3)
+    return check.p_value
