@@ -1,7 +1,10 @@
 """What the known outside DP libraries ran during a fit, watched without any change to the
-method's code: every noisy step of Opacus' ``DPOptimizer`` (and of the variants that add
-their noise through it: per-layer clipping, distributed) and of tensorflow-privacy's Keras
-DP optimizers and DP models (``DPSequential``, ``DPModel``).
+method's code: every noisy step of Opacus' ``DPOptimizer`` and
+``DPOptimizerFastGradientClipping`` (ghost clipping), and of the variants that add their
+noise through them (per-layer clipping, distributed), and of tensorflow-privacy's Keras
+DP optimizers and DP models (``DPSequential``, ``DPModel``). Opacus' AdaClip and FSDP
+optimizers add their noise by code of their own and are not watched: a method that uses
+them is self-accounted.
 
 Each step is recorded with the settings it ran at: the noise multiplier, the clipping
 norm, the expected batch size and the sampling rate, and whether the batch was a Poisson
@@ -191,17 +194,20 @@ def _sized(init: Callable, ran: Ran) -> Callable:
 def _watch_opacus(ran: Ran, stack: contextlib.ExitStack) -> None:
     from opacus import PrivacyEngine
     from opacus.optimizers.optimizer import DPOptimizer
+    from opacus.optimizers.optimizer_fast_gradient_clipping import (
+        DPOptimizerFastGradientClipping)
     from opacus.utils.uniform_sampler import UniformWithReplacementSampler
 
     sampling: dict[int, tuple[float, bool]] = {}  # id(optimizer) -> (rate, Poisson)
 
     def make_private(original):
         def watched(self, *args, **kwargs):
-            module, optimizer, loader = original(self, *args, **kwargs)
+            made = original(self, *args, **kwargs)  # module, optimizer[, criterion], loader
+            optimizer, loader = made[1], made[-1]
             # Opacus' own rule: one batch of the loader per step, in expectation.
             sampling[id(optimizer)] = (1 / len(loader), isinstance(
                 loader.batch_sampler, UniformWithReplacementSampler))
-            return module, optimizer, loader
+            return made
         return watched
 
     def add_noise(original):
@@ -210,7 +216,9 @@ def _watch_opacus(ran: Ran, stack: contextlib.ExitStack) -> None:
             original(self)
             noise = np.concatenate([(p.grad.detach() - c.view_as(p)).cpu().numpy().ravel()
                                     for p, c in zip(self.params, clipped)])
-            std = float(self.noise_multiplier * self.max_grad_norm)
+            # Adaptive clipping noises at an adjusted multiplier and accounts at its own.
+            std = float(getattr(self, "_adjusted_noise_multiplier", self.noise_multiplier)
+                        * self.max_grad_norm)
             ran.added_noise(OPACUS, std, noise)
             rate, poisson = sampling.get(id(self), (None, False))
             ran.step(Setting(OPACUS, float(self.noise_multiplier), float(self.max_grad_norm),
@@ -220,7 +228,8 @@ def _watch_opacus(ran: Ran, stack: contextlib.ExitStack) -> None:
         return watched
 
     _patch(stack, PrivacyEngine, "make_private", make_private)
-    _patch(stack, DPOptimizer, "add_noise", add_noise)
+    for cls in (DPOptimizer, DPOptimizerFastGradientClipping):
+        _patch(stack, cls, "add_noise", add_noise)
 
 
 def _watch_tf_privacy(ran: Ran, stack: contextlib.ExitStack) -> None:
