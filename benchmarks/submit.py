@@ -177,13 +177,15 @@ def run_cells(cells: list[Cell], data_dir: Path
             if not record.ok:
                 failed.add(cell.config_id)
             checks += cell_checks(cell, record, context.ledger, seen.uncharged(context.ledger))
-            checks += library_checks(cell, record, context.ledger, seen.library)
+            watched = library_checks(cell, record, context.ledger, seen.library)
+            checks += watched
             mine = seen.own_charges(context.ledger)
             own += mine
             if mine and observed is not None:
-                as_observed = seen.library.steps and all(
-                    isinstance(charge.cost, SampledGaussian)
-                    for charge in context.ledger.charges if charge.mechanism in mine)
+                as_observed = (bool(watched) and all(check.passed for check in watched)
+                               and all(isinstance(charge.cost, SampledGaussian)
+                                       for charge in context.ledger.charges
+                                       if charge.mechanism in mine))
                 observed = observed | set(seen.library.libraries) if as_observed else None
             bar.update()
     return (records, checks, list(dict.fromkeys(own)),

@@ -115,6 +115,8 @@ def test_a_method_honest_on_the_contract_only_is_refused_by_its_cells(submitted)
              if line.startswith("digits opacus-quarter-beyond-tiny-mlp eps=1")]
     assert len(cells) == 2 and all(cells), done.failed  # the run and its audited twin
     assert float(cells[0].group(2)) > 4
+    manifest = json.loads((done.bundle / bundle.MANIFEST).read_text())
+    assert manifest["accounting"] == bundle.SELF_ACCOUNTED  # its charge did not hold
 
 
 @needs_opacus
