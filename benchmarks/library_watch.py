@@ -67,6 +67,8 @@ class Ran:
     noise: dict[tuple[str, float], list[float]] = dataclasses.field(default_factory=dict)
     # the size of every training set a method's fit was given
     train_sizes: list[int] = dataclasses.field(default_factory=list)
+    # what adds the steps counted inside TensorFlow graphs, when the block ends
+    settle: list[Callable[[], None]] = dataclasses.field(default_factory=list)
 
     def step(self, setting: Setting) -> None:
         self.steps[setting] += 1
@@ -168,7 +170,12 @@ def watch() -> Iterator[Ran]:
             _watch_opacus(ran, stack)
         if "tensorflow_privacy" in sys.modules:
             _watch_tf_privacy(ran, stack)
-        yield ran
+        try:
+            yield ran
+        finally:
+            for settle in ran.settle:
+                settle()
+            ran.steps = +ran.steps  # without the settings that ran no step
 
 
 def _patch(stack: contextlib.ExitStack, owner: Any, name: str,
@@ -233,42 +240,58 @@ def _watch_opacus(ran: Ran, stack: contextlib.ExitStack) -> None:
 
 
 def _watch_tf_privacy(ran: Ran, stack: contextlib.ExitStack) -> None:
-    """The Keras optimizers and models run their steps in TensorFlow graphs: the hook
-    adds to the graph an op that records each step as it runs."""
+    """The Keras optimizers and models run their steps in TensorFlow graphs: the hook adds
+    to each trace two counters, its steps and its largest batch (all of its steps are
+    rated at that batch), read when the block ends."""
     import tensorflow as tf
     from tensorflow_privacy.privacy.keras_models import dp_keras_model
     from tensorflow_privacy.privacy.optimizers import dp_optimizer_keras as keras_optimizers
 
-    def recorder(settings: Callable[[Any], tuple[float, float]], batch_of: Callable):
+    counters: dict[int, tuple[Any, Any]] = {}  # id(optimizer or model) -> its counters
+
+    def counters_of(owner: Any) -> tuple[Any, Any]:
+        """The step and batch counters of one optimizer or model, made at its first trace
+        (a tf.function may create variables only then) with its settings."""
+        if id(owner) not in counters:
+            noise_multiplier, clip = settings_of(owner)
+            with tf.init_scope():
+                steps = tf.Variable(0, dtype=tf.int64, trainable=False)
+                batch = tf.Variable(0.0, dtype=tf.float64, trainable=False)
+            counters[id(owner)] = steps, batch
+            ran.settle.append(lambda: ran.steps.update({Setting(
+                TF_PRIVACY, noise_multiplier, clip, float(batch.numpy()), None, False):
+                int(steps.numpy())}))
+        return counters[id(owner)]
+
+    def settings_of(owner: Any) -> tuple[float, float]:
+        """(noise multiplier, clipping norm) of a Keras DP optimizer or a DP model."""
+        if hasattr(owner, "_dp_sum_query"):
+            query = owner._dp_sum_query
+            return float(query._stddev / query._l2_norm_clip), float(query._l2_norm_clip)
+        return float(owner._noise_multiplier), float(owner._l2_norm_clip)
+
+    def recorder(batch_of: Callable):
         def wrap(original):
             def watched(self, *args, **kwargs):
-                noise_multiplier, clip = settings(self)
-
-                def record(batch):
-                    ran.step(Setting(TF_PRIVACY, noise_multiplier, clip, float(batch),
-                                     None, False))
-                    return np.int32(0)
-                done = tf.numpy_function(record, [batch_of(*args, **kwargs)], tf.int32)
-                with tf.control_dependencies([done]):
+                steps, batch = counters_of(self)
+                # Variables, not a Python callback: XLA compiles DPModel's train step.
+                counted = [steps.assign_add(1),
+                           batch.assign(tf.maximum(batch, batch_of(*args, **kwargs)))]
+                with tf.control_dependencies(counted):
                     return original(self, *args, **kwargs)
             return watched
         return wrap
 
-    def optimizer_settings(self):
-        query = self._dp_sum_query
-        return float(query._stddev / query._l2_norm_clip), float(query._l2_norm_clip)
-
     def optimizer_batch(loss, *args, **kwargs):
         # A loss given as a function is not evaluated twice: its step counts as a batch
         # of the whole training set.
-        return math.inf if callable(loss) else tf.cast(tf.shape(loss)[0], tf.float64)
+        return tf.constant(math.inf, tf.float64) if callable(loss) else tf.cast(
+            tf.shape(loss)[0], tf.float64)
 
     for cls in (keras_optimizers.GenericDPSGDOptimizer, keras_optimizers.GenericDPAdamOptimizer,
                 keras_optimizers.GenericDPAdagradOptimizer):
-        _patch(stack, cls, "_compute_gradients",
-               recorder(optimizer_settings, optimizer_batch))
+        _patch(stack, cls, "_compute_gradients", recorder(optimizer_batch))
     for cls in (dp_keras_model.DPSequential, dp_keras_model.DPModel):
         _patch(stack, cls, "train_step", recorder(
-            lambda self: (float(self._noise_multiplier), float(self._l2_norm_clip)),
             lambda data: tf.cast(tf.shape(tf.keras.utils.unpack_x_y_sample_weight(data)[1])[0],
                                  tf.float64)))
