@@ -176,3 +176,21 @@ def _noise_p(rng: np.random.Generator, share: float) -> float:
     [check] = ran.noise_checks()
     assert check.flagged == (check.p_value < 1e-3)
     return check.p_value
+
+
+def test_an_xla_compiled_dp_sequential_is_watched_step_by_step():
+    """DPSequential compiles its train step with XLA: each step still counts, at its
+    noise multiplier, clipping norm and batch (100 examples, batches of 20, 2 epochs)."""
+    import tensorflow as tf
+    from tensorflow_privacy import DPSequential
+
+    tf.keras.utils.set_random_seed(0)
+    x, y = np.random.default_rng(0).normal(size=(100, 5)), np.arange(100) % 2
+    with library_watch.watch() as ran:
+        model = DPSequential(l2_norm_clip=1.5, noise_multiplier=1.3,
+                             layers=[tf.keras.layers.Dense(2)])
+        model.compile(optimizer="sgd", loss=tf.keras.losses.SparseCategoricalCrossentropy(
+            from_logits=True))
+        model.fit(x.astype(np.float32), y, batch_size=20, epochs=2, verbose=0)
+    assert dict(ran.steps) == {library_watch.Setting(
+        library_watch.TF_PRIVACY, 1.3, 1.5, 20.0, None, False): 10}
