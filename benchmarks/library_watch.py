@@ -146,13 +146,18 @@ def compare(ran: Ran, charged: float, any_charge: bool, delta: float) -> str:
             + (f"{charged:.3g}" if any_charge else "nothing"))
 
 
+def installed() -> dict[str, str]:
+    """library -> its installed release, for the watched libraries that are installed."""
+    return {library: importlib.metadata.version(distribution)
+            for library, (distribution, module, _) in SUPPORTED.items()
+            if importlib.util.find_spec(module) is not None}
+
+
 def import_installed() -> None:
     """Import the watched libraries that are installed, so that a method that imports
     one inside its fit is watched too. InputError for a release not in SUPPORTED."""
-    for library, (distribution, module, series) in SUPPORTED.items():
-        if importlib.util.find_spec(module) is None:
-            continue
-        version = importlib.metadata.version(distribution)
+    for library, version in installed().items():
+        distribution, module, series = SUPPORTED[library]
         if not (version == series or version.startswith(series + ".")):
             raise InputError(f"{library} {version} is installed, but privboard submit "
                              f"watches {library} {series}.x only: install "

@@ -265,11 +265,13 @@ def audit_checks(audit: dict[str, Any], scope: str) -> list[Check]:
 
 def environment(plugin: registry.Plugin) -> dict[str, Any]:
     """Where the submission ran: privboard's commit, the packages, the machine and the
-    thread settings (as every record's provenance), and the plugin's package."""
+    thread settings (as every record's provenance), the plugin's package and the
+    releases of the DP libraries privboard watched."""
     from benchmarks.tf_runtime import numerics
 
     return {**runner.provenance(numerics()), "privboard": runner.package_version("privboard"),
-            "plugin": f"{plugin.package} {plugin.version}"}
+            "plugin": f"{plugin.package} {plugin.version}",
+            "watched DP libraries": library_watch.installed()}
 
 
 def _package_dir(plugin: registry.Plugin) -> Path:

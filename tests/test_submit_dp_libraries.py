@@ -82,6 +82,8 @@ def test_an_honest_method_passes_and_is_shown_charged_as_observed(submitted, met
     assert (done.code, done.failed) == (0, [])
     manifest = json.loads((done.bundle / bundle.MANIFEST).read_text())
     assert manifest["accounting"] == f"charged as observed ({library})"
+    assert manifest["environment"]["watched DP libraries"][library].startswith(
+        library_watch.SUPPORTED[library][2] + ".")
     watched = [check for check in manifest["checks"]
                if check["check"] == "what the watched DP libraries ran is charged"]
     assert len(watched) == 2 and all(check["passed"] for check in watched)  # run and twin
