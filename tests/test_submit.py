@@ -115,7 +115,7 @@ def test_the_example_goes_from_install_to_a_row_on_the_site(submitted, tmp_path,
         assert path.suffix != ".json" or '"diagnostics"' not in text, path
         assert not {secret for secret in secrets if secret in text}, path
 
-    index = (site / "index.html").read_text()
+    index = (site / "tables.html").read_text()
     digits = index[index.index('id="digits"'):]
     digits = digits[:digits.index("</section>")]
     assert "<strong>lp-1st</strong>" in digits  # the archive's smoke suite, beside it
@@ -167,7 +167,7 @@ def test_an_honest_self_accounted_method_passes_and_the_site_says_so(submitted, 
     site = tmp_path / "site"
     monkeypatch.setitem(sys.modules, "tensorflow", None)  # any import of it fails
     assert report(done.bundle, site, capsys, "--no-archive") == (0, "")
-    index = (site / "index.html").read_text()
+    index = (site / "tables.html").read_text()
     row = index[index.index("<strong>own-rr-knn</strong>"):]
     row = row[:row.index("</tr>")]
     assert "self-accounted" in row and "my randomized response" in row
