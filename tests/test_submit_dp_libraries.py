@@ -68,7 +68,7 @@ def site_row(method: str, done, tmp_path, capsys) -> str:
     code = main(["report", "--results", str(done.bundle), "--out", str(tmp_path / "site"),
                  "--no-archive"])
     assert (code, capsys.readouterr().err) == (0, "")
-    index = (tmp_path / "site" / "index.html").read_text()
+    index = (tmp_path / "site" / "tables.html").read_text()
     row = index[index.index(f"<strong>{method}</strong>"):]
     return row[:row.index("</tr>")]
 
