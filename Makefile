@@ -16,11 +16,18 @@ NO_PYTHON := no $(PYTHON) here: privboard needs Python 3.11 (tensorflow-privacy 
   (apt install python3.11-venv), conda (conda create -n py311 python=3.11) or uv \
   (uv python install 3.11), then run make PYTHON=/path/to/python3.11
 
+# The opacus extra's PyTorch is its CPU build, pinned in constraints.txt (2.13.0+cpu), so
+# pip never takes PyPI's CUDA build: it finds it on PyTorch's CPU index when that host
+# resolves, else in pip's own configured wheels (or stops with an error).
+TORCH_INDEX ?= $(shell getent hosts download.pytorch.org >/dev/null 2>&1 \
+                 && echo --extra-index-url https://download.pytorch.org/whl/cpu)
+
 $(INSTALLED): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || command -v $(PYTHON) >/dev/null || { echo '$(NO_PYTHON)' >&2; exit 2; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -c constraints.txt -e '.[test,ray$(GPU_EXTRA)]'
+	$(BIN)/pip install --quiet -c constraints.txt $(TORCH_INDEX) \
+	  -e '.[test,ray,opacus$(GPU_EXTRA)]'
 	$(BIN)/pip check
 	touch $@
 

@@ -144,6 +144,7 @@ def submission_facts(submission: bundle.Submission | None) -> dict | None:
             "entry_point": manifest["plugin"]["entry_point"],
             "accounting": manifest["accounting"],
             "self_accounted": manifest["accounting"] == bundle.SELF_ACCOUNTED,
+            "accounting_note": bundle.accounting_note(manifest["accounting"]),
             "own_charges": manifest.get("own_charges", []),
             "source_digest": manifest["source"]["sha256"],
             "checks": len(manifest["checks"]), "command": manifest["command"]}
