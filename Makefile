@@ -26,8 +26,14 @@ $(INSTALLED): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || command -v $(PYTHON) >/dev/null || { echo '$(NO_PYTHON)' >&2; exit 2; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -c constraints.txt $(TORCH_INDEX) \
-	  -e '.[test,ray,opacus$(GPU_EXTRA)]'
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[test,ray$(GPU_EXTRA)]'
+	$(BIN)/pip check
+	touch $@
+
+# The tests also submit PyTorch (Opacus) methods: only `make test` installs that extra.
+OPACUS_INSTALLED := $(VENV)/.installed-opacus
+$(OPACUS_INSTALLED): $(INSTALLED)
+	$(BIN)/pip install --quiet -c constraints.txt $(TORCH_INDEX) -e '.[opacus]'
 	$(BIN)/pip check
 	touch $@
 
@@ -52,7 +58,7 @@ browser:
 
 # Two pytest workers (pytest-xdist): each test module stays on one worker, so its shared
 # fixtures are built once; the paper suite's tiny steps are spread (tests/conftest.py).
-test: data browser
+test: data browser $(OPACUS_INSTALLED)
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
 
 # The leaderboard as one folder for any static host (or to open from the file system).
