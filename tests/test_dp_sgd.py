@@ -12,7 +12,8 @@ from methods.dp_sgd import DPSGD
 tf = pytest.importorskip("tensorflow")
 
 from benchmarks.privacy.noisy_clipped_sum import NoisyClippedSum  # noqa: E402
-from methods.nn import dp_training, fast_clipping, models  # noqa: E402
+from benchmarks.privacy import fast_clipping  # noqa: E402
+from methods.nn import dp_training, models  # noqa: E402
 
 dp_accounting = pytest.importorskip("dp_accounting")
 
@@ -139,7 +140,8 @@ def test_update_is_noised_clipped_sum_over_the_expected_batch_size():
     step = make_step(noise_multiplier=4.0, sampling_rate=0.25, n=400)
     index = tf.range(37)  # a realised batch unlike the expected 100
     clipped, _, _ = tf.function(fast_clipping.clipped_gradient_sum)(
-        step.model, step.registry, tf.gather(step.x, index), tf.gather(step.labels, index),
+        step.model, step.mechanism.registry, tf.gather(step.x, index),
+        tf.gather(step.labels, index),
         step.mechanism.clip_weights)
     noisy, _ = tf.function(step.noisy_mean_gradient)(index)
     noise = np.concatenate([(n.numpy() * 100 - c.numpy()).ravel()

@@ -51,7 +51,7 @@ def audit_release(*, dataset_size: int, batch_size: int, epochs: float, clip_nor
     @tf.function(autograph=False)
     def step():
         mechanism.batch()  # samples the phantoms
-        return mechanism.noisy_mean([tf.zeros([0])])
+        return mechanism.noisy_mean_of_no_examples()
 
     for _ in range(calibration["steps"]):
         step()
