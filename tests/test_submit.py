@@ -234,6 +234,14 @@ def test_a_bundle_that_does_not_match_its_digests_or_its_checks_is_refused(
     code, err = report(honest, tmp_path / "site", capsys, "--no-archive")
     assert code == 2 and f"{run} does not match its digest" in err
 
+    # Its digest taken out of the manifest: nothing to check it against.
+    manifest = json.loads((honest / bundle.MANIFEST).read_text())
+    del manifest["records"][run.name]["sha256"]
+    (honest / bundle.MANIFEST).write_text(json.dumps(manifest))
+    code, err = report(honest, tmp_path / "site", capsys, "--no-archive")
+    assert code == 2 and f"bundle file {run} has no digest" in err
+    assert len(err.strip().splitlines()) == 1
+
     # Checks marked as passed by hand: the records still show the audit above its claim.
     manifest = json.loads((leaky / bundle.MANIFEST).read_text())
     manifest["passed"] = True
