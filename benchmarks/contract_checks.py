@@ -250,28 +250,26 @@ def check_replays(fitted: Fitted) -> str:
     if why:
         return f"not replayable: {why}"
     altered, what = altered_private_data(fitted.train, notion, fitted.num_classes)
+    recorded = len(fitted.tape.releases)
+    replayed = f"{recorded} release{'' if recorded == 1 else 's'}"
+    leak = f"reads private data beside the layer's releases: with the {what} altered"
     try:
         again = fit(type(m), seed=m.seed, train=altered, releases=fitted.tape)
     except replay.ReplayMismatch as err:
-        raise ContractBreach(f"with the {what} altered, the fit asked the layer for other "
-                             f"releases: {err}") from None
+        raise ContractBreach(f"{leak}, {err}") from None
     moved = np.flatnonzero(np.any(again.proba != fitted.proba, axis=1))
     if moved.size:
         i = int(moved[0])
         raise ContractBreach(
-            f"reads private data beside the layer's releases: with the {what} altered and "
-            f"the {len(fitted.tape.releases)} releases replayed, the prediction for test "
-            f"input {i} moved from {_rounded(fitted.proba[i])} to {_rounded(again.proba[i])} "
-            f"({moved.size} of {len(fitted.proba)} moved)")
-    if again.tape.position != len(fitted.tape.releases):
-        raise ContractBreach(f"with the {what} altered, the fit took "
-                             f"{again.tape.position} of the {len(fitted.tape.releases)} "
-                             f"recorded releases")
-    count = len(fitted.tape.releases)
-    return (f"{count} release{'' if count == 1 else 's'} of "
-            f"{', '.join(fitted.tape.mechanisms()) or 'no mechanism'} replayed with the "
-            f"{what} altered: identical predictions (the replayed fit took "
-            f"{again.seconds:.1f} s, the fit {fitted.seconds:.1f} s)")
+            f"{leak} and the {replayed} replayed, the prediction for test input {i} moved "
+            f"from {_rounded(fitted.proba[i])} to {_rounded(again.proba[i])} ({moved.size} "
+            f"of {len(fitted.proba)} moved)")
+    if again.tape.position != recorded:
+        raise ContractBreach(f"{leak}, the fit took {again.tape.position} of the "
+                             f"{replayed} recorded")
+    return (f"{replayed} of {', '.join(fitted.tape.mechanisms()) or 'no mechanism'} "
+            f"replayed with the {what} altered: identical predictions (the replayed fit "
+            f"took {again.seconds:.1f} s, the fit {fitted.seconds:.1f} s)")
 
 
 def not_replayable(fitted: Fitted, notion: PrivacyNotion) -> str:

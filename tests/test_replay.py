@@ -147,6 +147,6 @@ def test_a_replay_refuses_a_release_the_recorded_fit_did_not_make():
     with replay.record() as tape:
         pass
     with replay.replay(tape), pytest.raises(replay.ReplayMismatch,
-                                            match="after the 0 releases"):
+                                            match=r"after the 0 release\(s\)"):
         randomized_response(Ledger(), np.zeros(2, int), 2, 1.0, np.random.default_rng(0),
                             examples=np.arange(2))

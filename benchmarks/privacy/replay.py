@@ -4,12 +4,12 @@ Inside ``record()`` every release a mechanism of the layer returns is kept on a 
 order, with the public inputs the mechanism was given (a prior, a k, a noise scale, the
 rows it touches). Inside ``replay(tape)`` every mechanism still checks its input and
 charges its ledger as usual, but returns the tape's next release in place of its own,
-whatever its private input; its public inputs must be the recorded ones, since they
-may depend on earlier releases and public data only. A second fit with the same seed on altered private data that replays the first
-fit's releases must then give the same model: anything else is private data read beside
-the layer (training on true labels next to an honest release, a prior or a choice taken
-from the training labels), which no audit can be relied on to see. The check is exact
-and deterministic.
+whatever its private input; its public inputs must be the recorded ones, since they may
+depend on earlier releases and public data only. A second fit with the same seed on
+altered private data that replays the first fit's releases must then give the same
+model: anything else is private data read beside the layer (training on true labels
+next to an honest release, a prior or a choice taken from the training labels), which
+no audit can be relied on to see. The check is exact and deterministic.
 
 A mechanism whose release the method computes itself (the minimiser of objective
 perturbation) is replayable when the layer owns the computation; one that cannot be
@@ -46,15 +46,16 @@ class Tape:
             return value
         where = f"release {self.position + 1} ({mechanism})"
         if self.position >= len(self.releases):
-            raise ReplayMismatch(f"{where} came after the {len(self.releases)} releases of "
-                                 f"the recorded fit")
+            raise ReplayMismatch(f"{where} came after the {len(self.releases)} release(s) "
+                                 f"of the recorded fit")
         recorded, kept, given = self.releases[self.position]
         if recorded != mechanism:
             raise ReplayMismatch(f"{where} came where the recorded fit released by {recorded}")
         moved = [key for key in given if not _equal(given[key], public.get(key))]
         if moved:
             raise ReplayMismatch(f"{where} was given another {' and '.join(moved)} than in "
-                                 f"the recorded fit: a public input taken from private data")
+                                 f"the recorded fit: a public input of the release taken "
+                                 f"from private data")
         self.position += 1
         return copy.deepcopy(kept)
 
