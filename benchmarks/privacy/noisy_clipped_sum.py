@@ -113,8 +113,10 @@ class NoisyClippedSum:
     def _replayed(self, released: list[tf.Tensor]) -> list[tf.Tensor]:
         """The step through the replay check's tape (benchmarks.privacy.replay)."""
         replayed = tf.numpy_function(
-            lambda *grads: self.ledger.released(MECHANISM, list(grads)), released,
-            [g.dtype for g in released], stateful=True)
+            lambda *grads: self.ledger.released(
+                MECHANISM, list(grads), clip_norm=self.clip_norm, noise_std=self.noise_std,
+                sampling_rate=self.sampling_rate, dataset_size=self.dataset_size),
+            released, [g.dtype for g in released], stateful=True)
         for g, shaped in zip(replayed, released):
             g.set_shape(shaped.shape)
         return list(replayed)
