@@ -103,6 +103,9 @@ def run(args: argparse.Namespace) -> int:
           f"contract, then {len(cells)} cell(s) of suite {suite.name}")
     checks = [Check(name, f"the method contract ({name})", line, found)
               for name, line, found in contract_checks.run_all(method)]
+    for check in checks:
+        if check.found:  # such as what the replay check replayed, or why it could not
+            print(f"{check.scope}: {check.found}")
     records: list[RunRecord] = []
     own_charges: list[str] = []
     if all(check.passed for check in checks):
