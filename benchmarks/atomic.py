@@ -1,8 +1,9 @@
 """Atomic writes of files and folders: a reader sees the old one or the whole new one, never
-a part."""
+a part. And a lock for building a cached file once, however many processes want it."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
 import tempfile
@@ -54,3 +55,25 @@ def atomic_folder(path: Path) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+
+
+@contextlib.contextmanager
+def building(path: Path) -> Iterator[None]:
+    """Hold the lock of building ``path`` (a cache entry): a process that looks for the
+    entry, and builds and writes it when it is missing, does it inside, so that two
+    processes never build the same entry at once; the one that waited finds it built.
+
+    The lock is a hidden ``.NAME.lock`` file beside the entry, locked with flock: the
+    lock dies with its process, so a killed builder never leaves it held. Where no lock
+    file can be made (a read-only folder, where nothing can be built either), reading
+    goes on without it.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock = open(path.with_name(f".{path.name}.lock"), "a")
+    except OSError:
+        yield
+        return
+    with lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        yield

@@ -60,7 +60,7 @@ def _run(args: argparse.Namespace) -> int:
             print(f"missing dataset {name}: {why}")
         print(f"{len(states)} cells, {sum(s == 'pending' for _, s in states)} pending")
         return 0
-    from benchmarks.ray_executor import executor_from
+    from benchmarks.executors import executor_from
 
     failures = runner.run(suite, args.results, data_dir, retry_failed=args.retry_failed,
                           executor=executor_from(args))
@@ -213,7 +213,7 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--retry-failed", action="store_true", help="run failed cells again")
     run.add_argument("--dry-run", action="store_true",
                      help="list the cells and their state, name missing datasets, run nothing")
-    from benchmarks.ray_executor import add_executor_arguments
+    from benchmarks.executors import add_executor_arguments
 
     add_executor_arguments(run)
     run.set_defaults(func=_run)

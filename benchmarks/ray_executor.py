@@ -6,14 +6,13 @@ Who writes: the driver. A worker returns its cell's record and the driver writes
 into the driver's results folder). So a results folder has one writer, workers need no
 access to it, and a task that Ray retries after its worker died cannot have written
 anything: a cell is recorded once. A kill of the driver loses only the cells in flight
-(Ray stops its tasks with it), as a kill of a local run loses the cell in progress.
+(Ray stops its tasks with it), as a kill of a local run loses the cells in progress.
 
 Workers read the datasets from the driver's data folder path, so on a cluster that
 folder must be at the same path on every node (shared storage, or installed on each).
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import math
 import os
@@ -24,28 +23,20 @@ from typing import Any, Callable, Iterator
 
 from tqdm import tqdm
 
-from benchmarks import NUMERICS_VARIABLES, datasets
-from benchmarks.context import RunContext
+from benchmarks import NUMERICS_VARIABLES
 from benchmarks.errors import InputError, PrivboardError, one_line
+from benchmarks.executors import DEFAULT_RETRIES
 from benchmarks.records import RunRecord
-from benchmarks.runner import DatasetSlot, new_record, now, provenance, run_cell
+from benchmarks.runner import lost_cell, train_in_worker
 from benchmarks.suites import Cell
-
-DEFAULT_RETRIES = 3  # Ray's own default for tasks whose worker dies
-
-# The datasets a worker process keeps between its cells.
-_worker_data = DatasetSlot()
+from benchmarks.tf_runtime import cpu_threads
 
 
 def train_cell(cell: Cell, data_dir: Path) -> RunRecord:
     """A cell in a Ray worker: the same run_cell as the local executor."""
     # TensorFlow's C++ start-up messages are noise here, as in the command itself.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    from benchmarks.tf_runtime import allow_memory_growth
-
-    allow_memory_growth()  # before the cell's first TensorFlow op; run_cell pins the threads
-    return run_cell(cell, _worker_data.get(cell.dataset, data_dir),
-                    RunContext(seed=cell.seed, data_dir=data_dir))
+    return train_in_worker(cell, data_dir)
 
 
 @dataclasses.dataclass
@@ -54,32 +45,30 @@ class RayExecutor:
     instance when there is no address (neither given nor in RAY_ADDRESS)."""
 
     address: str | None = None
-    cpus_per_cell: float = 1.0
+    cpus_per_cell: float | None = None  # None: the threads a cell computes on
     gpus_per_cell: float = 0.0
     max_retries: int = DEFAULT_RETRIES
     task: Callable[[Cell, Path], RunRecord] = train_cell  # what a worker runs
 
     def __post_init__(self) -> None:
+        if self.cpus_per_cell is None:
+            self.cpus_per_cell = float(cpu_threads())
         for flag, value, least in (("--cpus-per-cell", self.cpus_per_cell, "> 0"),
                                    ("--gpus-per-cell", self.gpus_per_cell, ">= 0")):
             if not math.isfinite(value) or value < 0 or (value == 0 and least == "> 0"):
                 raise InputError(f"{flag} must be a number {least}, got {value:g}")
-        if self.max_retries < 0:
-            raise InputError(f"--max-retries must be >= 0, got {self.max_retries}")
         # Like any Ray driver, a run inside `ray job submit` joins the job's cluster.
         self._address = self.address or os.environ.get("RAY_ADDRESS") or "local"
         _check_reachable(self._address)
         self._remote = self._ray_task()
 
     def _ray_task(self) -> Any:
-        # Each cell's worker starts with the threads of the CPUs reserved for it and the
-        # driver's oneDNN setting and kernel caps: results depend on them bit for bit, and
+        # Each cell's worker starts with the driver's thread count, oneDNN setting and
+        # kernel caps, whatever CPUs Ray reserved: results depend on them bit for bit, and
         # they are fixed when TensorFlow and numpy load. A runtime environment of its own
-        # keeps Ray from reusing a worker started for other resources (Ray's own
-        # OMP_NUM_THREADS is the first task's) and gives every node of a cluster the same
-        # setting.
-        env = {"OMP_NUM_THREADS": str(max(1, int(self.cpus_per_cell))),
-               **{name: os.environ[name] for name in NUMERICS_VARIABLES}}
+        # keeps Ray from giving the worker its own OMP_NUM_THREADS (the CPUs reserved) and
+        # gives every node of a cluster the same setting.
+        env = {name: os.environ[name] for name in NUMERICS_VARIABLES}
         try:
             return _ray().remote(num_cpus=self.cpus_per_cell, num_gpus=self.gpus_per_cell,
                                  max_retries=self.max_retries,
@@ -149,47 +138,6 @@ class RayExecutor:
         except ray.exceptions.RayError as err:  # the worker died, on every retry too
             return lost_cell(cell, f"lost on Ray (retries allowed: {self.max_retries}): "
                                    f"{one_line(err)}")
-
-
-def lost_cell(cell: Cell, error: str) -> RunRecord:
-    """The failed record of a cell whose worker never returned: no device trained it."""
-    record = new_record(cell, datasets.get_spec(cell.dataset).fingerprint,
-                        RunContext(seed=cell.seed))
-    record.error = error
-    record.finished_at = now()
-    record.provenance = provenance({}, device="unknown: the worker died")
-    return record
-
-
-RAY_OPTIONS = ("--address", "--cpus-per-cell", "--gpus-per-cell", "--max-retries")
-
-
-def add_executor_arguments(run: argparse.ArgumentParser) -> None:
-    where = run.add_argument_group("where cells run")
-    where.add_argument("--executor", choices=("local", "ray"), default="local",
-                       help="local: one cell after another in this process (default); "
-                            "ray: every cell as a Ray task")
-    where.add_argument("--address", metavar="ADDR",
-                       help="join the Ray cluster at ADDR (host:port, ray://host:port or "
-                            "auto); default: $RAY_ADDRESS, else a new local Ray instance")
-    where.add_argument("--cpus-per-cell", type=float, metavar="C",
-                       help="CPUs Ray reserves for each cell (default: 1)")
-    where.add_argument("--gpus-per-cell", type=float, metavar="G",
-                       help="GPUs Ray reserves for each cell, fractions allowed (default: 0)")
-    where.add_argument("--max-retries", type=int, metavar="N",
-                       help="times Ray runs a cell again when its worker dies, before the "
-                            f"cell is recorded as failed (default: {DEFAULT_RETRIES})")
-
-
-def executor_from(args: argparse.Namespace) -> RayExecutor | None:
-    """The executor the command line asks for; None is the local one."""
-    given = {flag: getattr(args, flag[2:].replace("-", "_")) for flag in RAY_OPTIONS}
-    given = {flag: value for flag, value in given.items() if value is not None}
-    if args.executor == "local":
-        if given:
-            raise InputError(f"{next(iter(given))} needs --executor ray")
-        return None
-    return RayExecutor(**{flag[2:].replace("-", "_"): value for flag, value in given.items()})
 
 
 def _check_reachable(address: str) -> None:

@@ -3,7 +3,8 @@
 Resuming is free: a cell is done exactly when its record exists, and records are
 written atomically and last, so a kill at any moment (even kill -9) loses at most the
 cells in progress and never leaves half a record. Where cells run is the executor's
-choice (this process, or Ray: benchmarks.ray_executor); what a record holds is not.
+choice (this process, worker processes of this machine or Ray: benchmarks.executors);
+what a record holds is not.
 """
 from __future__ import annotations
 
@@ -86,7 +87,7 @@ def run(suite: Suite, results: Path, data_dir: Path, retry_failed: bool = False,
 
 def run_locally(cells: list[Cell], data_dir: Path,
                 bar: tqdm) -> Iterator[tuple[Cell, RunRecord]]:
-    """The local executor: one cell after another in this process."""
+    """The local executor with one worker: one cell after another in this process."""
     slot = DatasetSlot()
     for cell in cells:
         yield cell, run_cell(cell, slot.get(cell.dataset, data_dir),
@@ -118,6 +119,32 @@ class DatasetSlot:
             self._data = datasets.load(name, data_dir)
             self._key = (name, data_dir)
         return self._data
+
+
+# The datasets a worker process (local or Ray) keeps between its cells.
+_worker_data = DatasetSlot()
+
+
+def train_in_worker(cell: Cell, data_dir: Path,
+                    progress: Callable[[str], None] | None = None) -> RunRecord:
+    """A cell in a worker process, local or Ray: the same run_cell as in the command's own
+    process."""
+    from benchmarks.tf_runtime import allow_memory_growth
+
+    allow_memory_growth()  # before the cell's first TensorFlow op; run_cell pins the threads
+    return run_cell(cell, _worker_data.get(cell.dataset, data_dir),
+                    RunContext(seed=cell.seed, data_dir=data_dir,
+                               **({"progress": progress} if progress else {})))
+
+
+def lost_cell(cell: Cell, error: str) -> RunRecord:
+    """The failed record of a cell whose worker never returned: no device trained it."""
+    record = new_record(cell, datasets.get_spec(cell.dataset).fingerprint,
+                        RunContext(seed=cell.seed))
+    record.error = error
+    record.finished_at = now()
+    record.provenance = provenance({}, device="unknown: the worker died")
+    return record
 
 
 def run_cell(cell: Cell, data: Dataset, context: RunContext,

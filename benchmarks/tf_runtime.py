@@ -45,9 +45,9 @@ def allow_memory_growth() -> None:
 
 
 def cpu_threads() -> int:
-    """The threads a run computes on: OMP_NUM_THREADS (which Ray sets to the CPUs it
-    reserved for a task, and which numpy's BLAS reads when it loads), else every core this
-    process may use."""
+    """The threads a cell computes on: OMP_NUM_THREADS (1 unless the user sets it:
+    benchmarks/__init__.py; numpy's BLAS and oneDNN read it when they load), else every
+    core this process may use."""
     first = os.environ.get("OMP_NUM_THREADS", "").split(",")[0]  # "4,2": nested levels
     return int(first) if first.isdigit() and int(first) > 0 else len(os.sched_getaffinity(0))
 

@@ -38,7 +38,7 @@ from typing import Any, Callable, ClassVar
 
 import numpy as np
 
-from benchmarks.atomic import atomic_write
+from benchmarks.atomic import atomic_write, building
 from benchmarks.tf_runtime import numerics
 from benchmarks.contract import Budget, Method, Split
 from benchmarks.errors import InputError
@@ -169,21 +169,21 @@ class Pate(Method):
         path = self._teachers_cache(train, {**settings, "num_classes": num_classes,
                                             "shard_seed": shard_seed,
                                             "teacher_seed": teacher_seed})
-        cached = _read_weights(path)
-        if cached is not None:
-            self.progress("teachers from the cache")
-            return ensemble.load_teachers(cached, model=h["teacher_model"],
-                                          input_shape=train.x.shape[1:],
-                                          num_classes=num_classes)
-        teachers = ensemble.train_teachers(
-            train.x, train.y, ensemble.equal_shards(len(train), h["teachers"], shard_seed),
-            num_classes, model=h["teacher_model"], epochs=h["teacher_epochs"],
-            batch_size=h["teacher_batch_size"], learning_rate=h["teacher_learning_rate"],
-            seed=teacher_seed, progress=self.progress)
-        weights = teachers.stack.weights()
-        with atomic_write(path, "wb") as f:
-            np.savez(f, *weights)
-        return teachers
+        with building(path):  # cells side by side train the same teachers once
+            cached = _read_weights(path)
+            if cached is not None:
+                self.progress("teachers from the cache")
+                return ensemble.load_teachers(cached, model=h["teacher_model"],
+                                              input_shape=train.x.shape[1:],
+                                              num_classes=num_classes)
+            teachers = ensemble.train_teachers(
+                train.x, train.y, ensemble.equal_shards(len(train), h["teachers"], shard_seed),
+                num_classes, model=h["teacher_model"], epochs=h["teacher_epochs"],
+                batch_size=h["teacher_batch_size"], learning_rate=h["teacher_learning_rate"],
+                seed=teacher_seed, progress=self.progress)
+            with atomic_write(path, "wb") as f:
+                np.savez(f, *teachers.stack.weights())
+            return teachers
 
     def _teachers_cache(self, train: Split, settings: dict) -> Path:
         digest = hashlib.sha256()

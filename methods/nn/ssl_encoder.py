@@ -7,7 +7,8 @@ public, so the encoder may see every training image; nothing here takes a label.
 
 Training is done once per (training inputs, seed, settings): the
 backbone's weights and the training features are cached in
-<data_dir>/cache/encoders/<key>.npz, written atomically and checked against a stored
+<data_dir>/cache/encoders/<key>.npz, built under a lock (two processes never train one
+entry at once), written atomically and checked against a stored
 digest on every read. Features of other inputs (the test split) come from the restored
 backbone on each call. Every random draw is seeded: equal seeds give equal features.
 """
@@ -24,7 +25,7 @@ from typing import Any, Callable
 import numpy as np
 import tensorflow as tf
 
-from benchmarks.atomic import atomic_write
+from benchmarks.atomic import atomic_write, building
 from benchmarks.tf_runtime import numerics
 from methods.cache_entries import content_digest as _digest, read_checked
 from methods.nn import models, training
@@ -340,20 +341,21 @@ def encoder_features(x_train: np.ndarray, x_test: np.ndarray | None, *,
     s = resolve_settings(settings)
     key = _cache_key(x_train, seed, s)
     path = cache_folder(data_dir) / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.npz"
-    entry = _read_entry(path, key)
-    cached = entry is not None
-    if cached:
-        progress(f"ssl encoder: loaded {path}")
-        backbone = build_backbone(x_train.shape[1:], s)
-        backbone.set_weights(entry.weights)
-    else:
-        start = time.perf_counter()
-        backbone = train_encoder(x_train, settings=s, seed=seed, progress=progress)
-        train = encode(backbone, x_train)
-        weights = backbone.get_weights()
-        entry = _Entry(train, weights, time.perf_counter() - start,
-                       _fingerprint(key, train, weights))
-        _write_entry(path, key, entry)
+    with building(path):  # cells side by side train the same encoder once
+        entry = _read_entry(path, key)
+        cached = entry is not None
+        if cached:
+            progress(f"ssl encoder: loaded {path}")
+            backbone = build_backbone(x_train.shape[1:], s)
+            backbone.set_weights(entry.weights)
+        else:
+            start = time.perf_counter()
+            backbone = train_encoder(x_train, settings=s, seed=seed, progress=progress)
+            train = encode(backbone, x_train)
+            weights = backbone.get_weights()
+            entry = _Entry(train, weights, time.perf_counter() - start,
+                           _fingerprint(key, train, weights))
+            _write_entry(path, key, entry)
     test = None if x_test is None else encode(backbone, x_test)
     return EncodedFeatures(train=entry.train, test=test, fingerprint=entry.fingerprint,
                            settings=s, train_seconds=entry.train_seconds, cached=cached,
