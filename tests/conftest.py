@@ -8,12 +8,11 @@ import benchmarks  # noqa: F401  (oneDNN on, as in every privboard run, before T
 # Quiet TensorFlow's start-up noise in test output.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-# Under pytest-xdist each worker computes on one thread, numpy's BLAS and oneDNN (which
-# read OMP_NUM_THREADS when they load) and TensorFlow's own pools alike: two workers of
-# two threads each on two cores spin-wait on each other, which made whole modules three
-# times slower than alone.
+# Under pytest-xdist each worker computes on one thread, as cells do (numpy's BLAS and
+# oneDNN read it when they load: benchmarks/__init__.py), TensorFlow's own pools too:
+# two workers of two threads each on two cores spin-wait on each other, which made whole
+# modules three times slower than alone.
 if os.environ.get("PYTEST_XDIST_WORKER"):
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
     from benchmarks.tf_runtime import pin_threads
 
     pin_threads()

@@ -246,13 +246,14 @@ def test_bad_seeds_are_one_line_and_exit_2(tmp_path, capsys, seeds):
     assert capsys.readouterr().err.count("\n") == 1
 
 
-def test_records_say_how_many_threads_trained_them(tmp_path):
-    """Results depend on the thread count bit for bit, so a re-run needs it."""
+def test_a_cell_computes_on_one_thread_by_default_and_its_record_says_so(tmp_path):
+    """Results depend on the thread count bit for bit, so every cell computes on one
+    (the archive's) unless told otherwise, and a re-run needs the count."""
     results = tmp_path / "results"
     one_cell = tmp_path / "one.toml"  # every record says it: one cell shows it
     one_cell.write_text(SUITE.format(extra="").replace("epsilons = [1, 4]", "epsilons = [1]")
                         .replace("seeds = [0, 1]", "seeds = [0]"))
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
     subprocess.run([sys.executable, "-m", "benchmarks.cli", "run", "--suite", str(one_cell),
                     "--results", str(results)], env=env, check=True, capture_output=True)
     provenance = [r.provenance for r in read_records(results)]
