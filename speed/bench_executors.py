@@ -1,17 +1,19 @@
 """Throughput of table4-cpu cells on this machine: one process on every core against one
-process per core (Ray, one CPU per cell).
+cell per core (local worker processes, or Ray), each cell on one thread.
 
 Takes the first ``--cells`` LP cells of the table4-cpu suite, shortened to ``--epochs``
-epochs so that both settings finish in minutes, and runs them twice with
+epochs so that every setting finishes in minutes, and runs them three times with
 ``privboard run`` into fresh results folders:
 
-- one process, one cell after another, TensorFlow and numpy on every core;
-- ``--executor ray --cpus-per-cell 1``: as many cells at a time as there are cores,
-  each on one thread.
+- ``--workers 1`` with OMP_NUM_THREADS set to the cores: one cell after another,
+  TensorFlow and numpy on every core (what a local run did before every cell computed
+  on one thread; its numbers differ from the others' in the last digits);
+- ``--workers N`` (the default): as many cells at a time as there are cores, each in a
+  worker process on one thread;
+- ``--executor ray``: the same on Ray.
 
-Prints each setting's wall time (Ray's start-up included), cells per hour, the sum of
-the cells' own run times and the ratio of the two throughputs. The archive runs with
-the faster setting.
+Prints each setting's wall time (workers' and Ray's start-up included), cells per hour,
+the sum of the cells' own run times and each throughput against the first.
 
     python -m speed.bench_executors --cells 4 --epochs 4
 """
@@ -67,9 +69,10 @@ def main(argv: list[str] | None = None) -> None:
     cores = len(os.sched_getaffinity(0))
     base = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
     settings = {
-        f"one process, {cores} threads": ([], {**base, "OMP_NUM_THREADS": str(cores)}),
-        f"Ray, {cores} cells of 1 thread": (["--executor", "ray", "--cpus-per-cell", "1"],
-                                            base),
+        f"one process, {cores} threads": (["--workers", "1"],
+                                          {**base, "OMP_NUM_THREADS": str(cores)}),
+        f"{cores} local workers of 1 thread": ([], base),
+        f"Ray, {cores} cells of 1 thread": (["--executor", "ray"], base),
     }
     with tempfile.TemporaryDirectory() as tmp:
         suite = Path(tmp, "bench.toml")
@@ -85,8 +88,8 @@ def main(argv: list[str] | None = None) -> None:
             throughput.append(len(found) / wall * 3600)
             print(f"{name:32s} {wall:8.1f} {throughput[-1]:8.1f} "
                   f"{sum(r['wall_time_s'] for r in found):15.1f} {used}")
-    print(f"throughput ratio, Ray with 1 thread per cell / one process: "
-          f"{throughput[1] / throughput[0]:.2f}x")
+    for name, cells_per_hour in list(zip(settings, throughput))[1:]:
+        print(f"throughput ratio, {name} / one process: {cells_per_hour / throughput[0]:.2f}x")
 
 
 if __name__ == "__main__":
