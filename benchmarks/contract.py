@@ -85,6 +85,10 @@ class Method:
     needs_delta: ClassVar[bool] = False
     defaults: ClassVar[dict[str, Any]] = {}
     tiny_hparams: ClassVar[dict[str, Any]] = {}  # overrides for the fast contract tests
+    # What its cells of one dataset and seed train once and cache for each other (PATE's
+    # teachers), if anything: cells side by side start such a cell while another trains
+    # it only when nothing else is left (it would wait for the other's cache entry).
+    cached_model: ClassVar[str | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

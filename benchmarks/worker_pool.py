@@ -6,7 +6,9 @@ TensorFlow), so numpy and TensorFlow load there with the cells' thread count
 (OMP_NUM_THREADS, inherited from the command): a cell computes the same bits as in the
 command's own process or on Ray. The driver hands each worker one cell at a time, so two
 workers never run the same cell, and the driver alone writes records, as with Ray: a
-worker sends back its cell's record, and its progress messages for the bar. A worker
+worker sends back its cell's record, and its progress messages for the bar. Two cells
+that would train the same cached model (PATE's teachers) start side by side only when
+no other cell is left: the second would wait for the first's cache entry. A worker
 that dies (killed, out of memory) is replaced and its cell runs again, up to
 ``max_retries`` times, then is recorded as failed with one line. Workers end with the
 driver, even when it is killed with kill -9 (each watches it), so a resumed run never
@@ -30,6 +32,7 @@ from tqdm import tqdm
 from benchmarks.errors import one_line
 from benchmarks.executors import DEFAULT_RETRIES
 from benchmarks.records import RunRecord
+from benchmarks.registry import get_method
 from benchmarks.runner import lost_cell, train_in_worker
 from benchmarks.suites import Cell
 
@@ -54,7 +57,7 @@ class WorkerPool:
         try:
             while todo or busy:
                 while todo and len(busy) < self.workers:
-                    cell, deaths = todo.popleft()
+                    cell, deaths = next_cell(todo, [cell for _, cell, _ in busy.values()])
                     worker = idle.pop() if idle else _Worker(self.task, data_dir)
                     worker.conn.send(cell)
                     busy[worker.conn] = (worker, cell, deaths)
@@ -87,6 +90,23 @@ class WorkerPool:
                 worker.stop(now=False)
             for worker, _, _ in busy.values():  # interrupted: their cells are lost
                 worker.stop(now=True)
+
+
+def next_cell(todo: collections.deque, running: list[Cell]) -> tuple[Cell, int]:
+    """Take the first cell to run that shares no cached model with a cell in progress,
+    else the first: a worker would wait for the other's training (its lock:
+    benchmarks.atomic.building) instead of computing."""
+    taken = {_cached_model(cell) for cell in running} - {None}
+    for index, (cell, deaths) in enumerate(todo):
+        if _cached_model(cell) not in taken:
+            del todo[index]
+            return cell, deaths
+    return todo.popleft()
+
+
+def _cached_model(cell: Cell) -> tuple[str, str, int] | None:
+    model = get_method(cell.method).cached_model
+    return (model, cell.dataset, cell.seed) if model else None
 
 
 class _Worker:

@@ -75,6 +75,7 @@ class Pate(Method):
     version = 3
     tasks = ("image", "tabular")
     needs_delta = True
+    cached_model = "PATE's teachers"
     student_mode: ClassVar[str] = "pate"
     defaults: ClassVar[dict[str, Any]] = {
         "teachers": 250,

@@ -26,6 +26,7 @@ class SSLPriorMultiStage(LPMultiStage):
     """LP-MST whose first stage takes the cluster prior instead of the uniform one."""
 
     tasks = ("image",)
+    cached_model = "an SSL encoder"
     defaults: ClassVar[dict[str, Any]] = {
         **LPMultiStage.defaults, "clusters": 100, "epsilon_prior": 0.05,
         "encoder": "cnn", "encoder_epochs": None,  # None: the encoder setting's own

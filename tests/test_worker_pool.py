@@ -3,6 +3,7 @@ after kill -9, a worker that dies retried then recorded as failed, and a cache e
 that cells side by side want trained once."""
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import json
@@ -22,7 +23,7 @@ from benchmarks.cli import main
 from benchmarks.executors import default_workers
 from benchmarks.records import CATALOGUE, read_records
 from benchmarks.suites import load_suite
-from benchmarks.worker_pool import WorkerPool
+from benchmarks.worker_pool import WorkerPool, next_cell
 from test_runner import finished, write_suite  # the runner tests' 4-cell suite
 
 TIMING = ("wall_time_s", "started_at", "finished_at")
@@ -160,3 +161,13 @@ def test_bad_worker_options_are_one_line_and_exit_2(tmp_path, capsys, argv, mess
     error = capsys.readouterr().err.strip()
     assert message in error and len(error.splitlines()) == 1
     assert not results.exists()
+
+
+def test_cells_sharing_a_cached_model_start_side_by_side_only_when_nothing_else_is_left():
+    quick = load_suite("quick")
+    pate = [c for c in quick.cells if c.method.startswith("pate") and not c.audit]
+    other = next(c for c in quick.cells if c.method == "dp-sgd")
+    todo = collections.deque([(pate[1], 0), (other, 0), (pate[2], 0)])
+    assert next_cell(todo, [pate[0]]) == (other, 0)  # the teachers are training
+    assert next_cell(todo, [pate[0]]) == (pate[1], 0)  # nothing else: it waits for them
+    assert next_cell(todo, [other]) == (pate[2], 0)
