@@ -22,8 +22,7 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 # suite's records share a worker with them. The paper suite's settings, independent tiny
 # runs that take a third of the time, are spread one by one.
 SPREAD_ONE_BY_ONE = {"test_paper_suite_settings"}
-SMOKE_READERS = {"test_private_values", "test_ray_executor", "test_smoke_suite",
-                 "test_worker_pool"}
+SMOKE_READERS = {"test_private_values", "test_ray_executor", "test_smoke_suite"}
 
 
 # First: pytest-xdist reads the groups in a hook of its own, which must find them set.

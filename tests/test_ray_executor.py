@@ -22,7 +22,8 @@ from benchmarks.ray_executor import RayExecutor, train_cell
 from benchmarks.records import read_records
 from benchmarks.suites import load_suite
 from test_runner import finished, write_suite  # the runner tests' 4-cell suite
-from test_worker_pool import comparable, mini_at_epsilon_one
+from test_smoke_suite import comparable
+from test_worker_pool import mini_at_epsilon_one
 
 ray = pytest.importorskip("ray")
 

@@ -1,6 +1,6 @@
-"""The local executor with several workers: the same records as one worker, resuming
-after kill -9, a worker that dies retried then recorded as failed, and a cache entry
-that cells side by side want trained once."""
+"""The local executor with several workers: resuming after kill -9, a worker that dies
+retried then recorded as failed, and a cache entry that cells side by side want trained
+once. Its records equal one worker's: tests/test_smoke_suite.py."""
 from __future__ import annotations
 
 import collections
@@ -20,41 +20,10 @@ import pytest
 
 from benchmarks import datasets, runner
 from benchmarks.cli import main
-from benchmarks.executors import default_workers
-from benchmarks.records import CATALOGUE, read_records
+from benchmarks.records import read_records
 from benchmarks.suites import load_suite
 from benchmarks.worker_pool import WorkerPool, next_cell
 from test_runner import finished, write_suite  # the runner tests' 4-cell suite
-
-TIMING = ("wall_time_s", "started_at", "finished_at")
-# One smoke cell of each kind of training: Keras fit, a traced step drawing from a
-# seeded generator, teachers and an aggregator, a NumPy solver, EM on NumPy.
-ONE_OF_EACH_KIND = {"lp-1st", "dp-sgd", "pate-confident-gnmax", "dp-erm-objective",
-                    "spread-lr"}
-
-
-def comparable(results: Path) -> dict[str, dict]:
-    """Every record by file name, without its timing: metrics, privacy, provenance and
-    diagnostics included."""
-    return {path.name: {k: v for k, v in json.loads(path.read_text()).items()
-                        if k not in TIMING}
-            for path in results.glob("*.json") if path.name != CATALOGUE}
-
-
-def test_one_worker_and_several_give_the_same_records(tmp_path, smoke_results):
-    """The smoke suite's records (default flags: one worker per core) against one cell
-    of each kind run with another worker count."""
-    other = 1 if default_workers() > 1 else 2
-    smoke = load_suite("smoke")
-    cells = [c for c in smoke.cells if c.method in ONE_OF_EACH_KIND and not c.skip]
-    suite = dataclasses.replace(smoke, cells=tuple(cells))
-    results = tmp_path / "results"
-    assert runner.run(suite, results, datasets.data_dir(), echo=lambda line: None,
-                      executor=WorkerPool(other) if other > 1 else None) == 0
-    names = {f"{c.cell_id}.json" for c in cells}
-    expected = {name: r for name, r in comparable(smoke_results).items() if name in names}
-    assert len(expected) == len(cells) >= len(ONE_OF_EACH_KIND)
-    assert comparable(results) == expected
 
 
 def test_two_workers_killed_with_kill_minus_nine_then_resumed(tmp_path):
