@@ -5,9 +5,9 @@ numpy front end), normalised, then a linear classifier trained with the project'
 (methods.dp_sgd: the same calibration, Poisson sampling, clipping and noisy sum).
 
 The transform reads no data, so its features are computed once per set of images and
-cached in <data_dir>/cache/scatternet/<key>.npz (written atomically, checked against a
-stored digest on every read; two processes that build one entry at once each write a
-whole file of the same features, and the rename keeps one of them).
+cached in <data_dir>/cache/scatternet/<key>.npz (built under a lock, so that two
+processes never compute one entry at once: the second waits and loads it; written
+atomically, checked against a stored digest on every read).
 
 The normalisations of the paper, per channel of the 81 (per colour) scattering channels:
 - "group": group normalisation of each example alone (the paper's Fashion-MNIST setting,
@@ -40,7 +40,7 @@ from typing import Any, Callable, ClassVar
 
 import numpy as np
 
-from benchmarks.atomic import atomic_write
+from benchmarks.atomic import atomic_write, building
 from benchmarks.contract import Budget, Split
 from benchmarks.errors import InputError
 from benchmarks.privacy import dp_sgd, noisy_clipped_mean
@@ -116,18 +116,19 @@ def features(images: np.ndarray, *, data_dir: Path | str,
     entry, else computed and cached."""
     key = _cache_key(images)
     path = cache_folder(data_dir) / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.npz"
-    found = _read(path, key)
-    if found is not None:
-        progress(f"scatternet: loaded {len(images)} images' features from {path}")
-        return found
-    progress(f"scatternet: computing the features of {len(images)} images")
-    start = time.perf_counter()
-    values = scatter(images)
-    seconds = time.perf_counter() - start
-    with atomic_write(path, "wb") as f:
-        np.savez(f, key=np.array(key), features=values, seconds=np.array(seconds),
-                 digest=np.array(_digest(key, values)))
-    return Features(values, seconds, cached=False)
+    with building(path):  # cells side by side compute the same features once
+        found = _read(path, key)
+        if found is not None:
+            progress(f"scatternet: loaded {len(images)} images' features from {path}")
+            return found
+        progress(f"scatternet: computing the features of {len(images)} images")
+        start = time.perf_counter()
+        values = scatter(images)
+        seconds = time.perf_counter() - start
+        with atomic_write(path, "wb") as f:
+            np.savez(f, key=np.array(key), features=values, seconds=np.array(seconds),
+                     digest=np.array(_digest(key, values)))
+        return Features(values, seconds, cached=False)
 
 
 # --- normalisation -----------------------------------------------------------------

@@ -103,26 +103,25 @@ def test_a_corrupt_entry_is_computed_anew(tmp_path, monkeypatch):
     np.testing.assert_array_equal(again.values, first.values)
 
 
-def test_two_builders_at_once_leave_one_whole_entry(tmp_path, monkeypatch):
-    """Both compute (neither finds an entry), both rename their whole file in place:
-    readers then find one intact entry and never a partial one."""
-    real = scatternet.scatter
-    both_inside = threading.Barrier(2)
-
-    def slow(x):
-        both_inside.wait(timeout=30)
-        return real(x)
-
-    monkeypatch.setattr(scatternet, "scatter", slow)
+def test_two_builders_at_once_compute_one_whole_entry(tmp_path, monkeypatch):
+    """Both ask at once: one computes the entry under its lock, the other waits for it
+    and loads it; no reader ever finds a partial entry."""
+    real, computed = scatternet.scatter, []
+    monkeypatch.setattr(scatternet, "scatter", lambda x: computed.append(1) or real(x))
     x = images(2)
+    both_asking = threading.Barrier(2)
     results = []
-    workers = [threading.Thread(target=lambda: results.append(
-        scatternet.features(x, data_dir=tmp_path))) for _ in range(2)]
+
+    def ask() -> None:
+        both_asking.wait(timeout=30)
+        results.append(scatternet.features(x, data_dir=tmp_path))
+
+    workers = [threading.Thread(target=ask) for _ in range(2)]
     for w in workers:
         w.start()
     for w in workers:
         w.join()
-    assert len(results) == 2 and not any(r.cached for r in results)
+    assert sorted(r.cached for r in results) == [False, True] and computed == [1]
     assert [p.name for p in scatternet.cache_folder(tmp_path).iterdir()
             if p.name.startswith(".tmp-")] == []
     with warnings.catch_warnings():
