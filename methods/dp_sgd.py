@@ -28,7 +28,7 @@ PAPER = "Abadi et al., Deep Learning with Differential Privacy (CCS 2016)"
 DP_SGD_NOTION = PrivacyNotion(Protects.RECORDS, Neighbours.ADD_REMOVE, Kind.APPROXIMATE,
                               Accountant.RDP)
 
-MODELS = ("cnn", "inception", "resnet18_v2")
+MODELS = ("cnn", "inception", "resnet18_v2", "small-cnn")
 NORMS = ("group", "none")  # BatchNorm mixes examples, so per-example clipping excludes it
 PRETRAIN_SOURCES = ("", "cifar100")
 

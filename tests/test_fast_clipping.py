@@ -36,7 +36,10 @@ MODELS = {
     "cnn-none": lambda shape: models.build("cnn", shape, NUM_CLASSES, norm="none"),
     "dense": dense_model,
     "branchy": branchy_model,
+    "small-cnn": lambda shape: models.build("small-cnn", shape, NUM_CLASSES),
 }
+# Two unpadded 5x5 convolutions with pooling need more than 10x10.
+SHAPES = {"small-cnn": (16, 16, 1)}
 
 
 def reference(model, x, labels, clip_norm):
@@ -71,9 +74,10 @@ def clipping_to(clip_norm: float):
 def test_fast_norms_and_clipped_sum_match_per_example_tapes(name):
     tf.keras.utils.set_random_seed(1)
     rng = np.random.default_rng(1)
-    x = tf.constant(rng.random((6, 10, 10, 1), dtype=np.float32))
+    shape = SHAPES.get(name, (10, 10, 1))
+    x = tf.constant(rng.random((6, *shape), dtype=np.float32))
     labels = tf.constant(rng.integers(0, NUM_CLASSES, 6), tf.int32)
-    model = MODELS[name]((10, 10, 1))
+    model = MODELS[name](shape)
     randomise_norm_weights(model, rng)
     registry = fast_clipping.make_registry()
     fast_clipping.check_model(model, registry)
@@ -105,6 +109,16 @@ def test_clipped_sum_handles_an_empty_poisson_batch():
         tf.zeros((0,), tf.int32), clipping_to(1.0))
     assert norms.shape == (0,)
     assert all(float(tf.reduce_sum(tf.abs(g))) == 0 for g in grads)
+
+
+def test_the_small_cnn_has_the_papers_layers_at_mnist_size():
+    model = models.build("small-cnn", (28, 28, 1), 10)
+    kinds = [type(layer).__name__ for layer in model.layers
+             if not isinstance(layer, (layers.InputLayer, layers.ReLU, layers.Activation))]
+    assert kinds == ["Conv2D", "AveragePooling2D", "Conv2D", "AveragePooling2D", "Flatten",
+                     "Dense", "Dense"]
+    assert [layer.units for layer in model.layers if isinstance(layer, layers.Dense)] == [16, 10]
+    assert 10_000 < model.count_params() < 16_000
 
 
 def test_batchnorm_models_are_rejected():
