@@ -83,7 +83,7 @@ class LabelDPPro(Method):
         "peak_lr": 0.1,
         "warmup": 0.1,
         "momentum": 0.9,
-        "alt_batch": 32,  # n2: public inputs whose per-class gradients span the hull
+        "alt_batch": 64,  # n2: public inputs whose per-class gradients span the hull
         "projection_steps": 200,
         "smoothing": 0.75,  # lambda
     }
