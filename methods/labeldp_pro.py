@@ -70,6 +70,7 @@ class LabelDPPro(Method):
     version = 1
     tasks = ("image",)
     needs_delta = True
+    gradient_sensitivity: ClassVar[int] = SUBSTITUTION_SENSITIVITY  # the release audit's
     # The paper's Table 8 (MNIST, Table 5a) gives search spaces: SGD, learning rate in
     # {0.01, 0.05, 0.1, 0.2}, epochs in {2, 5, 10}, batch 1024, clip norm in {1, 2, 5};
     # projection steps in {100, 200, 500} (200 in its timings), lambda in {0.7, ..., 0.85}

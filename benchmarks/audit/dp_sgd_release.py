@@ -18,14 +18,19 @@ from benchmarks.privacy.phantom_canaries import PhantomCanaries
 def audit_cell_release(cell, *, epsilon: float | None = None, seed: int = 0,
                        phantoms: int = PHANTOMS) -> dict[str, Any]:
     """``audit_release`` at a suite cell's DP-SGD setting (its dataset's size, batch size,
-    epochs, clip norm and delta), at the cell's epsilon unless another is given."""
+    epochs, clip norm and delta), at the cell's epsilon unless another is given. A method
+    whose sum is charged at a multiple of its clip norm (LabelDP-Pro: 2C under label
+    substitution) declares the multiple as ``gradient_sensitivity``; the release is then
+    noised and audited at that sensitivity."""
     from benchmarks import datasets
     from benchmarks.registry import get_method
 
-    h = get_method(cell.method).defaults | cell.hparams
+    method = get_method(cell.method)
+    h = method.defaults | cell.hparams
+    sensitivity = getattr(method, "gradient_sensitivity", 1)
     return audit_release(
         dataset_size=len(datasets.load(cell.dataset).train.y), batch_size=h["batch_size"],
-        epochs=h["epochs"], clip_norm=h["clip_norm"],
+        epochs=h["epochs"], clip_norm=sensitivity * h["clip_norm"],
         epsilon=cell.epsilon if epsilon is None else epsilon, delta=cell.delta, seed=seed,
         phantoms=phantoms)
 
