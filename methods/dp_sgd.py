@@ -33,7 +33,19 @@ NORMS = ("group", "none")  # BatchNorm mixes examples, so per-example clipping e
 PRETRAIN_SOURCES = ("", "cifar100")
 
 
-class DPSGD(Method):
+class FiniteEpsilonOnly(Method):
+    """A method whose noise is calibrated to a finite epsilon: it skips epsilon = inf."""
+
+    @classmethod
+    def skip_reason(cls, task: str, budget: Budget,
+                    hparams: dict[str, Any] | None = None) -> str | None:
+        if not budget.private:
+            return (f"{cls.name} needs a finite epsilon; the non-private baseline covers "
+                    f"e = inf")
+        return super().skip_reason(task, budget, hparams)
+
+
+class DPSGD(FiniteEpsilonOnly):
     name = "dp-sgd"
     paper = PAPER
     notion = DP_SGD_NOTION
@@ -75,13 +87,6 @@ class DPSGD(Method):
                 raise InputError(f"dp-sgd: {key} must be a number > 0, got {h[key]!r}")
         self._calibration: dict[str, Any] | None = None
         self._model = None
-
-    @classmethod
-    def skip_reason(cls, task: str, budget: Budget,
-                    hparams: dict[str, Any] | None = None) -> str | None:
-        if not budget.private:
-            return "dp-sgd needs a finite epsilon; the non-private baseline covers e = inf"
-        return super().skip_reason(task, budget, hparams)
 
     def fit(self, train: Split, num_classes: int) -> "DPSGD":
         h = self.hparams

@@ -32,9 +32,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from benchmarks.contract import Budget, Method, Split
+from benchmarks.contract import Budget, Split
 from benchmarks.errors import InputError
 from benchmarks.privacy import Accountant, Kind, Neighbours, PrivacyNotion, Protects, dp_sgd
+from methods.dp_sgd import FiniteEpsilonOnly
 
 PAPER = ("Ghazi, Huang, Kamath, Kumar, Manurangsi and Zhang, LabelDP-Pro: Learning with "
          "Label Differential Privacy via Projections (ICLR 2024)")
@@ -63,7 +64,7 @@ def label_substitution_sum(ledger, *, dataset_size: int, sampling_rate: float,
     return mechanism, lambda norms: mechanism.clip_weights(SUBSTITUTION_SENSITIVITY * norms)
 
 
-class LabelDPPro(Method):
+class LabelDPPro(FiniteEpsilonOnly):
     name = "labeldp-pro"
     paper = PAPER
     notion = NOTION
@@ -109,13 +110,6 @@ class LabelDPPro(Method):
             raise InputError(f"labeldp-pro: smoothing must be in [0, 1], got {h['smoothing']!r}")
         self._calibration: dict[str, Any] | None = None
         self._model = None
-
-    @classmethod
-    def skip_reason(cls, task: str, budget: Budget,
-                    hparams: dict[str, Any] | None = None) -> str | None:
-        if not budget.private:
-            return "labeldp-pro needs a finite epsilon; the non-private baseline covers e = inf"
-        return super().skip_reason(task, budget, hparams)
 
     def fit(self, train: Split, num_classes: int) -> "LabelDPPro":
         h = self.hparams
