@@ -234,7 +234,6 @@ class ProjectedStep:
         public_x = tf.gather(self.x, tf.math.top_k(draws, self.alt_batch).indices)
         update = self.denoise(noisy, public_x)
         self.optimizer.apply_gradients(zip(update, self.model.trainable_variables))
-        return tf.constant(0)
 
 
 def per_class_gradients(model, x, num_classes: int):
