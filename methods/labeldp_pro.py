@@ -6,9 +6,9 @@ Each step: a Poisson sample of the training set; each sampled example's gradient
 clipped to norm C; the sum noised and divided by the expected batch size (the privacy
 layer's NoisyClippedSum). Then an independent batch of n2 training inputs, drawn
 without their labels, gives the K n2 gradients of every (input, class) pair, held as a
-(K n2) x P matrix G; projected gradient descent on the simplex finds the coefficients
-alpha of the hull point nearest the noisy gradient; the step is along G^T alpha~ with
-the paper's smoothing alpha~ = lambda alpha + (1 - lambda) / (K n2).
+(K n2) x P matrix G, each row clipped to C; projected gradient descent on the simplex
+finds the coefficients alpha of the hull point nearest the noisy gradient; the step is
+along G^T alpha~ with the paper's smoothing alpha~ = lambda alpha + (1 - lambda) / (K n2).
 
 Privacy. The notion is label-DP: the inputs are public (the adversary knows every
 input; only labels are protected) and neighbouring datasets differ in one example's
@@ -215,10 +215,15 @@ class ProjectedStep:
         return self.mechanism.noisy_mean(grads)
 
     def denoise(self, noisy: list, public_x) -> list:
-        """G^T alpha~ for the hull of the per-class gradients of ``public_x``."""
+        """G^T alpha~ for the hull of the per-class gradients of ``public_x``, each clipped
+        to C like the private ones. The paper's G is unclipped, but its analysis (Lemma 4)
+        takes every per-class gradient to have norm at most C; unclipped, the hull lies on
+        another scale than the clipped sum, and the smoothing term, a mean of large
+        vertices, outweighs the projected signal once training is under way."""
         import tensorflow as tf
 
         vertices = per_class_gradients(self.model, public_x, self.num_classes)
+        vertices *= self.clip_weights(tf.norm(vertices, axis=1))[:, None]
         alpha = hull_coefficients(vertices, tf.concat([tf.reshape(g, [-1]) for g in noisy], 0),
                                   self.projection_steps)
         alpha = self.smoothing * alpha + (1 - self.smoothing) / tf.cast(tf.size(alpha),

@@ -179,7 +179,8 @@ def test_the_projection_finds_the_nearest_point_of_the_hull():
 
 
 def test_the_step_is_along_the_smoothed_hull_point():
-    """ĝ = G^T (lambda alpha + (1 - lambda) / (K n2)), in the model's variables' shapes."""
+    """ĝ = G^T (lambda alpha + (1 - lambda) / (K n2)), G's rows clipped to C, in the
+    model's variables' shapes."""
     model, rng = tiny_model(), np.random.default_rng(4)
     x = rng.random((20, 8, 8, 1), dtype=np.float32)
     mechanism, clip_weights = labeldp_pro.label_substitution_sum(
@@ -193,10 +194,12 @@ def test_the_step_is_along_the_smoothed_hull_point():
              for v in model.trainable_variables]
     public_x = tf.constant(x[:4])
     update = tf.function(step.denoise)(noisy, public_x)
-    vertices = labeldp_pro.per_class_gradients(model, public_x, 3)
+    vertices = labeldp_pro.per_class_gradients(model, public_x, 3).numpy()
+    vertices *= np.minimum(1.0, C / np.linalg.norm(vertices, axis=1))[:, None]
+    assert np.linalg.norm(vertices, axis=1).max() <= C * (1 + 1e-5)
     alpha = labeldp_pro.hull_coefficients(
         vertices, tf.concat([tf.reshape(g, [-1]) for g in noisy], 0), 50).numpy()
-    want = (0.75 * alpha + 0.25 / 12) @ vertices.numpy()
+    want = (0.75 * alpha + 0.25 / 12) @ vertices
     got = np.concatenate([u.numpy().ravel() for u in update])
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
     assert [u.shape for u in update] == [v.shape for v in model.trainable_variables]
