@@ -28,12 +28,35 @@ PAPER = "Abadi et al., Deep Learning with Differential Privacy (CCS 2016)"
 DP_SGD_NOTION = PrivacyNotion(Protects.RECORDS, Neighbours.ADD_REMOVE, Kind.APPROXIMATE,
                               Accountant.RDP)
 
-MODELS = ("cnn", "inception", "resnet18_v2")
+MODELS = ("cnn", "inception", "resnet18_v2", "small-cnn")
 NORMS = ("group", "none")  # BatchNorm mixes examples, so per-example clipping excludes it
 PRETRAIN_SOURCES = ("", "cifar100")
 
 
-class DPSGD(Method):
+class NoisyGradientMethod(Method):
+    """A method trained on DP-SGD's noisy clipped sums, calibrated to a finite epsilon (it
+    skips epsilon = inf). ``gradient_sensitivity``: how far one neighbour moves the sum, in
+    clip norms (1 under add/remove)."""
+
+    gradient_sensitivity: ClassVar[float] = 1.0
+
+    @classmethod
+    def skip_reason(cls, task: str, budget: Budget,
+                    hparams: dict[str, Any] | None = None) -> str | None:
+        if not budget.private:
+            return (f"{cls.name} needs a finite epsilon; the non-private baseline covers "
+                    f"e = inf")
+        return super().skip_reason(task, budget, hparams)
+
+    def calibration(self, dataset_size: int) -> dict[str, Any]:
+        """The noise multiplier and steps that spend the budget on ``dataset_size``
+        examples (benchmarks.privacy.dp_sgd.calibrate)."""
+        h = self.hparams
+        return dp_sgd.calibrate(self.budget.epsilon, self.budget.delta, dataset_size,
+                                h["batch_size"], h["epochs"])
+
+
+class DPSGD(NoisyGradientMethod):
     name = "dp-sgd"
     paper = PAPER
     notion = DP_SGD_NOTION
@@ -80,20 +103,6 @@ class DPSGD(Method):
         if h["pretrain"] not in PRETRAIN_SOURCES:
             raise InputError(f"dp-sgd: pretrain must be one of {PRETRAIN_SOURCES}, "
                              f"got {h['pretrain']!r}")
-
-    @classmethod
-    def skip_reason(cls, task: str, budget: Budget,
-                    hparams: dict[str, Any] | None = None) -> str | None:
-        if not budget.private:
-            return f"{cls.name} needs a finite epsilon; the non-private baseline covers e = inf"
-        return super().skip_reason(task, budget, hparams)
-
-    def calibration(self, dataset_size: int) -> dict[str, Any]:
-        """The noise multiplier and steps that spend the budget on ``dataset_size``
-        examples (benchmarks.privacy.dp_sgd.calibrate)."""
-        h = self.hparams
-        return dp_sgd.calibrate(self.budget.epsilon, self.budget.delta, dataset_size,
-                                h["batch_size"], h["epochs"])
 
     def fit(self, train: Split, num_classes: int) -> "DPSGD":
         h = self.hparams

@@ -12,8 +12,8 @@ from benchmarks.errors import InputError
 
 # The builders of methods.nn.models, named here so that settings are checked without
 # importing TensorFlow (a test keeps the two lists equal).
-MODELS = ("cnn", "inception", "resnet18_v2", "ncf", "teacher_cnn", "pate_mnist_cnn",
-          "pate_deep_cnn", "teacher_mlp")
+MODELS = ("cnn", "inception", "resnet18_v2", "ncf", "small-cnn", "teacher_cnn",
+          "pate_mnist_cnn", "pate_deep_cnn", "teacher_mlp")
 SCHEDULES = ("linear", "piecewise")
 PRETRAIN_SOURCES = ("", "cifar100")
 TRAINING_DEFAULTS: dict[str, Any] = {

@@ -28,7 +28,7 @@ SCOPES = {
 }
 # The networks of methods.nn.models as the site names them.
 MODEL_NAMES = {"cnn": "CPU CNN", "inception": "Inception", "resnet18_v2": "ResNet18-v2",
-               "ncf": "NCF", "teacher_cnn": "CPU teacher CNN",
+               "ncf": "NCF", "small-cnn": "small CNN", "teacher_cnn": "CPU teacher CNN",
                "pate_mnist_cnn": "PATE MNIST CNN", "pate_deep_cnn": "PATE deep CNN",
                "teacher_mlp": "teacher MLP"}
 # A notion as a row's badge says it, e.g. "label-DP · sub · pure"; hover gives the words.

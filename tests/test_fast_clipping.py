@@ -37,6 +37,7 @@ MODELS = {
     "cnn-none": lambda shape: models.build("cnn", shape, NUM_CLASSES, norm="none"),
     "dense": dense_model,
     "branchy": branchy_model,
+    "small-cnn": lambda shape: models.build("small-cnn", shape, NUM_CLASSES),
 }
 
 
@@ -106,6 +107,18 @@ def test_clipped_sum_handles_an_empty_poisson_batch():
         tf.zeros((0,), tf.int32), clipping_to(1.0))
     assert norms.shape == (0,)
     assert all(float(tf.reduce_sum(tf.abs(g))) == 0 for g in grads)
+
+
+def test_the_small_cnn_has_the_layers_of_labeldp_pros_table_10a():
+    model = models.build("small-cnn", (28, 28, 1), 10)
+    kinds = [type(layer).__name__ for layer in model.layers
+             if not isinstance(layer, (layers.InputLayer, layers.ReLU, layers.Activation))]
+    assert kinds == ["Conv2D", "AveragePooling2D", "Conv2D", "AveragePooling2D", "Flatten",
+                     "Dense", "Dense"]
+    assert [layer.units for layer in model.layers if isinstance(layer, layers.Dense)] == [16, 10]
+    assert [layer.kernel_size for layer in model.layers
+            if isinstance(layer, layers.Conv2D)] == [(3, 3), (3, 3)]
+    assert model.count_params() == 15_210
 
 
 def test_batchnorm_models_are_rejected():

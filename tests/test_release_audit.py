@@ -246,3 +246,42 @@ def test_a_dp_sgd_cells_audit_reads_its_noisy_steps():
     assert release["where"] == ["DP-SGD noisy clipped sum"]
     assert release["canaries"] == 100_000 and release["guesses"] == 1000
     assert not result.flagged
+
+
+# ----- LabelDP-Pro: the same phantoms in its noisy clipped sum, at sensitivity 2C --------
+
+def label_dp_small_labeldp_pro_release(break_it=None, monkeypatch=None) -> dict:
+    """The audited LabelDP-Pro cell of label-dp-small, its release alone: DP-SGD's sum at
+    the cell's setting, clipped at C, noised and audited at the substitution
+    sensitivity 2C."""
+    from benchmarks.audit import dp_sgd_release
+    from benchmarks.suites import load_suite
+
+    cell = next(c for c in load_suite("label-dp-small").cells
+                if c.method == "labeldp-pro" and c.audit)
+    if break_it:
+        break_it(monkeypatch)
+    return dp_sgd_release.audit_cell_release(cell, seed=1, phantoms=PHANTOMS) | {
+        "claim": cell.epsilon}
+
+
+def test_labeldp_pros_release_is_audited_at_2c_and_passes_honest():
+    release = label_dp_small_labeldp_pro_release()
+    assert release["where"] == ["DP-SGD noisy clipped sum"]
+    assert release["epsilon_lower_bound"] <= release["claim"], release
+
+
+def test_labeldp_pro_with_its_dp_sgd_noise_halved_is_flagged_at_label_dp_smalls_setting(
+        monkeypatch):
+    release = label_dp_small_labeldp_pro_release(noise_at_half, monkeypatch)
+    assert release["epsilon_lower_bound"] > release["claim"], release
+
+
+def test_a_labeldp_pro_cells_audit_reads_its_noisy_steps():
+    """Label canaries for the model, and phantom gradients in its noisy clipped sum."""
+    result = audit_training("labeldp-pro", datasets.load("digits"), Budget(2.0, 1e-5),
+                            {"epochs": 1.0, "batch_size": 64, "alt_batch": 4,
+                             "projection_steps": 5}, RunContext(seed=0), canaries=CANARIES)
+    assert result.canary_kind == "label"
+    assert result.release["where"] == ["DP-SGD noisy clipped sum"]
+    assert not result.flagged

@@ -18,8 +18,9 @@ from benchmarks.privacy.phantom_canaries import PhantomCanaries
 def audit_cell_release(cell, *, epsilon: float | None = None, seed: int = 0,
                        phantoms: int = PHANTOMS) -> dict[str, Any]:
     """``audit_release`` at a suite cell's DP-SGD setting: its dataset's size, its clip
-    norm, and the noise and steps its method calibrates (after any release it makes
-    besides the training), at the cell's epsilon unless another is given."""
+    norm and sensitivity, and the noise and steps its method calibrates (after any
+    release it makes besides the training), at the cell's epsilon unless another is
+    given."""
     from benchmarks import datasets
     from benchmarks.contract import Budget
     from benchmarks.registry import get_method
@@ -28,12 +29,14 @@ def audit_cell_release(cell, *, epsilon: float | None = None, seed: int = 0,
         Budget(cell.epsilon if epsilon is None else epsilon, cell.delta), **cell.hparams)
     dataset_size = len(datasets.load(cell.dataset).train.y)
     return audit_release(method.calibration(dataset_size), dataset_size=dataset_size,
-                         clip_norm=method.hparams["clip_norm"], delta=cell.delta, seed=seed,
+                         clip_norm=method.hparams["clip_norm"],
+                         sensitivity=method.gradient_sensitivity, delta=cell.delta, seed=seed,
                          phantoms=phantoms)
 
 
 def audit_release(calibration: dict[str, Any], *, dataset_size: int, clip_norm: float,
-                  delta: float, seed: int = 0, phantoms: int = PHANTOMS) -> dict[str, Any]:
+                  delta: float, sensitivity: float = 1.0, seed: int = 0,
+                  phantoms: int = PHANTOMS) -> dict[str, Any]:
     """The release audit (benchmarks.audit.training.phantom_audit) of one run of the
     mechanism calibrated as ``calibration`` (benchmarks.privacy.dp_sgd.calibrate) with
     ``phantoms`` canaries, their coins and the noise drawn from ``seed``."""
@@ -47,7 +50,7 @@ def audit_release(calibration: dict[str, Any], *, dataset_size: int, clip_norm: 
     mechanism = NoisyClippedSum(
         ledger, dataset_size=dataset_size, sampling_rate=calibration["sampling_rate"],
         noise_multiplier=calibration["noise_multiplier"], clip_norm=clip_norm,
-        steps=calibration["steps"], seed=int(rng.integers(2**31)))
+        steps=calibration["steps"], seed=int(rng.integers(2**31)), sensitivity=sensitivity)
 
     @tf.function(autograph=False)
     def step():

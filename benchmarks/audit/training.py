@@ -128,9 +128,10 @@ def audit_training(method: str, data: Dataset, budget: Budget, hparams: dict[str
     public = model.public_part(data.name, len(data.test))
     first_row = len(data.train)  # the canaries follow the training rows
     model.ctx.ledger.watch(np.arange(first_row, first_row + len(planted)))
-    if planted.kind != canary_designs.LABEL:  # whole records: gradients can be canaries
-        model.ctx.ledger.phantoms = PhantomCanaries(
-            context.rng("audit phantom coins").integers(0, 2, size=PHANTOMS).astype(bool))
+    # Phantom gradients for any method whose release is a noisy clipped sum (DP-SGD's, or
+    # LabelDP-Pro's at label substitution); other mechanisms never read them.
+    model.ctx.ledger.phantoms = PhantomCanaries(
+        context.rng("audit phantom coins").integers(0, 2, size=PHANTOMS).astype(bool))
     start = time.perf_counter()
     model.fit(planted.plant(data.train, coins), data.num_classes,
               **({"public_x": data.test.x[:public]} if public else {}))

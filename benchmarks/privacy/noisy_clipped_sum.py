@@ -11,6 +11,11 @@ caller hands it the model and the batch (``noisy_mean_gradient``), and the per-e
 norms (benchmarks.privacy.fast_clipping), the clip weights and the weighted sum that
 reach the noise are its own, so no caller can clip at another norm than the charged one.
 
+Under add/remove neighbours one example moves the sum by at most C. Under label
+substitution (label-DP) one example's clipped gradient moves within the C-ball, by up
+to 2C: ``sensitivity`` (in clip norms) says which, and the noise, the charge and the
+phantom canaries are all at sensitivity x C, while the gradients are clipped to C.
+
 An audit's phantom canaries (benchmarks.privacy.phantom_canaries) planted on the ledger
 are sampled by the same coins, clipped by the same ``clip_weights`` and noised by the
 same draw as the real examples, on coordinates of their own, and their release is
@@ -34,13 +39,15 @@ class NoisyClippedSum:
     equal runs (the guarantee assumes the seed is not known to an adversary)."""
 
     def __init__(self, ledger: Ledger, *, dataset_size: int, sampling_rate: float,
-                 noise_multiplier: float, clip_norm: float, steps: int, seed: int) -> None:
+                 noise_multiplier: float, clip_norm: float, steps: int, seed: int,
+                 sensitivity: float = 1.0) -> None:
         ledger = Ledger.of(ledger, "DP-SGD")
         self.dataset_size, self.steps = int(dataset_size), int(steps)
         self.sampling_rate = float(sampling_rate)
         self.expected_batch = self.sampling_rate * self.dataset_size
         self.clip_norm = float(clip_norm)
-        self.noise_std = float(noise_multiplier) * self.clip_norm
+        self.sensitivity = float(sensitivity) * self.clip_norm
+        self.noise_std = float(noise_multiplier) * self.sensitivity
         self.generator = tf.random.Generator.from_seed(seed)
         self.taken = tf.Variable(0, dtype=tf.int64, trainable=False)
         self.phantoms = ledger.phantoms
@@ -51,9 +58,10 @@ class NoisyClippedSum:
         self.ledger = ledger
         self.registry = fast_clipping.make_registry()
         ledger.charge(MECHANISM, records(),
-                      SampledGaussian(self.noise_std / self.clip_norm, self.sampling_rate,
+                      SampledGaussian(self.noise_std / self.sensitivity, self.sampling_rate,
                                       self.steps),
-                      clip_norm=self.clip_norm, dataset_size=self.dataset_size)
+                      clip_norm=self.clip_norm, sensitivity=self.sensitivity,
+                      dataset_size=self.dataset_size)
 
     def batch(self) -> tf.Tensor:
         """Indices of the examples that this step's independent coin flips include. The
@@ -96,8 +104,8 @@ class NoisyClippedSum:
         return self.clip_norm / tf.math.maximum(self.clip_norm, norms)
 
     def _noisy_mean(self, clipped_sums: list[tf.Tensor]) -> list[tf.Tensor]:
-        """The released step: each clipped gradient sum plus N(0, sigma^2 C^2), over the
-        expected batch size."""
+        """The released step: each clipped gradient sum plus N(0, sigma^2 S^2), S the
+        sensitivity, over the expected batch size."""
         sums = list(clipped_sums)
         if self.phantoms is not None:
             sums.append(self._phantom_sum())
@@ -122,12 +130,14 @@ class NoisyClippedSum:
         return list(replayed)
 
     def _phantom_sum(self) -> tf.Tensor:
-        """The sampled phantoms' clipped gradients, each on its own coordinate."""
+        """The sampled phantoms' clipped gradients, each on its own coordinate, moved as
+        far as a neighbour may move one: from -C to C under substitution."""
         norms = tf.fill(tf.shape(self._sampled), phantom_canaries.GRADIENT_NORM * self.clip_norm)
         clipped = self.clip_weights(norms) * norms * tf.cast(self._sampled, norms.dtype)
-        return tf.scatter_nd(self._members, clipped, [len(self.phantoms)])
+        return tf.scatter_nd(self._members, clipped * (self.sensitivity / self.clip_norm),
+                             [len(self.phantoms)])
 
     def _observe(self, released):
         self.phantoms.observe("DP-SGD noisy clipped sum", released, self.sampling_rate,
-                              self.clip_norm)
+                              self.sensitivity)
         return True
