@@ -174,7 +174,7 @@ def test_the_mechanism_charges_on_creation_and_runs_no_step_beyond_its_charge():
                                 noise_multiplier=2.0, clip_norm=0.5, steps=3, seed=0)
     [charge] = ledger.charges
     assert charge.cost == SampledGaussian(2.0, 0.25, 3)
-    assert charge.details == {"clip_norm": 0.5, "dataset_size": 40}
+    assert charge.details == {"clip_norm": 0.5, "sensitivity": 0.5, "dataset_size": 40}
     batch = tf.function(mechanism.batch)
     for _ in range(3):
         batch()

@@ -222,7 +222,8 @@ def test_a_fit_charges_one_sampled_gaussian_at_2c_and_stays_within_budget():
     method.fit(train, 3)
     [charge] = method.ctx.ledger.charges
     details = method.privacy_details()
-    assert charge.details["clip_norm"] == 1.0  # 2C
+    assert charge.details["clip_norm"] == 0.5
+    assert charge.details["sensitivity"] == 1.0  # 2C
     assert charge.cost.noise_multiplier == details["calibrated_noise_multiplier_at_2C"]
     assert method.spent().epsilon <= 2.0
     assert "inputs are public" in details["notion"]
