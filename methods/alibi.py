@@ -13,10 +13,11 @@ step from the release's log likelihoods, so a step costs what a non-private one 
 Settings: LabelDP-Pro's re-run of ALIBI on MNIST and Fashion-MNIST (Ghazi et al., ICLR
 2024, Appendix D.2 and Table 8) trained with SGD at batch 1024 and reported the best of
 2, 5 or 10 epochs x learning rate 0.01, 0.05, 0.1 or 0.2 (mean of 3 seeds); it names no
-chosen value. We fix, without tuning, 10 epochs at 0.1, and take momentum 0.9 and weight decay 1e-4 from the
-public ALIBI code's defaults (train_cifar_alibi.py), whose warm-up is 30 of 200 epochs
-(0.15, this project's default) before its step decay (a linear decay here). No mixup:
-ALIBI's target is the posterior, which mixup would blend across examples.
+chosen value. We fix, without tuning, 10 epochs at 0.1, and take momentum 0.9 and
+weight decay 1e-4 from the public ALIBI code's defaults (train_cifar_alibi.py), whose
+warm-up is 30 of 200 epochs (0.15, this project's default) before its step decay (a
+linear decay here). No mixup: ALIBI's target is the posterior, which mixup would blend
+across examples.
 """
 from __future__ import annotations
 
