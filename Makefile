@@ -10,10 +10,30 @@ export TF_CPP_MIN_LOG_LEVEL ?= 3
 
 .PHONY: bench test data report publish browser clean
 
+# tensorflow-privacy 0.9.0 needs Python < 3.12, and the pinned stack needs 3.11.
+NO_PYTHON := no $(PYTHON) here: privboard needs Python 3.11 (tensorflow-privacy 0.9.0 \
+  requires Python < 3.12); get it with pyenv (pyenv install 3.11), the deadsnakes PPA \
+  (apt install python3.11-venv), conda (conda create -n py311 python=3.11) or uv \
+  (uv python install 3.11), then run make PYTHON=/path/to/python3.11
+
+# The opacus extra's PyTorch is its CPU build, pinned in constraints.txt (2.13.0+cpu), so
+# pip never takes PyPI's CUDA build: it finds it on PyTorch's CPU index when that host
+# resolves, else in pip's own configured wheels (or stops with an error).
+TORCH_INDEX ?= $(shell getent hosts download.pytorch.org >/dev/null 2>&1 \
+                 && echo --extra-index-url https://download.pytorch.org/whl/cpu)
+
 $(INSTALLED): pyproject.toml constraints.txt
+	@test -x $(BIN)/python || command -v $(PYTHON) >/dev/null || { echo '$(NO_PYTHON)' >&2; exit 2; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -c constraints.txt -e '.[test,ray$(GPU_EXTRA)]'
+	$(BIN)/pip check
+	touch $@
+
+# The tests also submit PyTorch (Opacus) methods: only `make test` installs that extra.
+OPACUS_INSTALLED := $(VENV)/.installed-opacus
+$(OPACUS_INSTALLED): $(INSTALLED)
+	$(BIN)/pip install --quiet -c constraints.txt $(TORCH_INDEX) -e '.[opacus]'
 	$(BIN)/pip check
 	touch $@
 
@@ -38,7 +58,7 @@ browser:
 
 # Two pytest workers (pytest-xdist): each test module stays on one worker, so its shared
 # fixtures are built once; the paper suite's tiny steps are spread (tests/conftest.py).
-test: data browser
+test: data browser $(OPACUS_INSTALLED)
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
 
 # The leaderboard as one folder for any static host (or to open from the file system).

@@ -26,7 +26,7 @@ METHODS = frozenset({
     "lp-1st", "lp-2st", "lp-3st", "dp-sgd", "dp-sgd-gdp", "tempered-sigmoid", "pate-lnmax",
     "pate-plus", "pate-plus-plus", "pate-co-teaching", "pate-confident-gnmax", "spread-lr",
     "lr-clean", "lr-noisy", "dp-erm-objective", "dp-erm-output", "non-private",
-    "yu-et-al", "scatternet-cnn", "feldman-zrnic", "alibi"})
+    "yu-et-al", "scatternet-cnn", "feldman-zrnic", "dp-sgd-scatternet", "alibi"})
 METRICS = frozenset(METRIC_SPECS)
 PROTECTS = frozenset(p.value for p in Protects)
 NEIGHBOURS = frozenset(n.value for n in Neighbours)

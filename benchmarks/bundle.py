@@ -36,6 +36,21 @@ SCHEMA = 1
 CHARGED_BY_CONSTRUCTION = "charged by construction"
 SELF_ACCOUNTED = "self-accounted"
 NOT_RUN = "not run"  # the method broke the contract: its suite did not run
+CHARGED_AS_OBSERVED = "charged as observed"
+
+
+def charged_as_observed(libraries: list[str]) -> str:
+    """The mark of a method whose own charges were checked against the steps that the
+    watched DP libraries were seen to run (benchmarks.library_watch)."""
+    return f"{CHARGED_AS_OBSERVED} ({', '.join(libraries)})"
+
+
+def accounting_note(accounting: str) -> str:
+    """What a submission's accounting mark means, beside it on the site."""
+    if accounting.startswith(CHARGED_AS_OBSERVED):
+        return ("its own DP-SGD charges cover every noisy step the library was seen to "
+                "run, with the noise it added as its noise multiplier says")
+    return "every charge made by the privacy layer's mechanisms"
 
 
 class BundleError(PrivboardError):

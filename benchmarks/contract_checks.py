@@ -5,7 +5,8 @@ A method declares its privacy notion, refuses settings it does not know and budg
 run can honour, fits a tiny dataset of its task deterministically for a fixed seed,
 predicts probabilities, and its privacy is what its ledger composes: within the budget,
 of the kind its notion declares, with every mechanism of the privacy layer charged to the
-run's ledger, and with no influence from any data that no charge covers.
+run's ledger, covering every step the known outside DP libraries were seen to run
+(benchmarks.library_watch), and with no influence from any data that no charge covers.
 
 Each check returns nothing when it holds and raises ContractBreach, one line with the
 figure that failed, when it does not.
@@ -19,7 +20,7 @@ from typing import Callable
 
 import numpy as np
 
-from benchmarks import datasets
+from benchmarks import datasets, library_watch
 from benchmarks.contract import Budget, Method, Split
 from benchmarks.errors import InputError, public_error
 from benchmarks.ledger_watch import Seen, watch
@@ -190,6 +191,17 @@ def check_mechanisms_charge_the_run(fitted: Fitted) -> None:
         raise ContractBreach("; ".join(uncharged))
 
 
+def check_libraries_charged(fitted: Fitted) -> None:
+    """The steps of Opacus or tensorflow-privacy that the fit ran compose to no more
+    than its ledger's epsilon."""
+    m = fitted.model
+    notion = m.notion_for(fitted.budget, m.hparams)
+    line = library_watch.compare(fitted.seen.library, m.spent().epsilon,
+                                 bool(m.ctx.ledger.relevant(notion)), fitted.budget.delta)
+    if line:
+        raise ContractBreach(line)
+
+
 def check_deterministic(fitted: Fitted) -> None:
     again = fit(type(fitted.model), seed=fitted.model.seed).proba
     if again.shape != fitted.proba.shape:
@@ -237,6 +249,7 @@ ON_A_FIT: tuple[tuple[str, Callable[[Fitted], None]], ...] = (
     ("composes as its notion declares", check_composition),
     ("charges the run's ledger for every mechanism of the privacy layer",
      check_mechanisms_charge_the_run),
+    ("charges every step of the watched DP libraries", check_libraries_charged),
     ("is deterministic for a fixed seed", check_deterministic),
     ("gives no influence to data that no charge covers",
      check_uncharged_data_has_no_influence),

@@ -8,7 +8,8 @@ record. A charge made outside the layer (``ledger.charge`` in the method's own c
 the method's word for noise it added itself: a run with one is self-accounted, and only
 an audit can check it.
 
-``watch`` wraps the two class attributes for the length of a block and restores them.
+``watch`` wraps the two class attributes for the length of a block and restores them,
+and watches the steps of the known outside DP libraries (benchmarks.library_watch).
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import dataclasses
 import sys
 from typing import Any, Iterator
 
+from benchmarks import library_watch
 from benchmarks.privacy.ledger import Ledger
 
 LAYER = "benchmarks.privacy"
@@ -28,6 +30,8 @@ class Seen:
     calls: list[tuple[str, Any]] = dataclasses.field(default_factory=list)
     # (ledger, mechanism, whether the layer made the charge) for every charge
     charges: list[tuple[Ledger, str, bool]] = dataclasses.field(default_factory=list)
+    # the noisy steps of the outside DP libraries
+    library: library_watch.Ran = dataclasses.field(default_factory=library_watch.Ran)
 
     def uncharged(self, ledger: Ledger) -> list[str]:
         """One line per mechanism that ran without charging ``ledger``."""
@@ -63,6 +67,7 @@ def watch() -> Iterator[Seen]:
 
     Ledger.of, Ledger.charge = staticmethod(watched_of), watched_charge
     try:
-        yield seen
+        with library_watch.watch() as seen.library:
+            yield seen
     finally:
         Ledger.of, Ledger.charge = of, charge

@@ -13,10 +13,15 @@ entry point. The command
    release too where the privacy layer's mechanisms released the canaries);
 3. checks each record: the run finished, its epsilon is what its ledger's charges
    compose to, every mechanism of the privacy layer it ran charged the run's ledger
-   (benchmarks.ledger_watch), and no audit's bound exceeds the claim;
+   (benchmarks.ledger_watch), what the known outside DP libraries ran (Opacus,
+   tensorflow-privacy; benchmarks.library_watch) composes to no more than the record's
+   epsilon, with the noise they added as their noise multiplier says, and no audit's
+   bound exceeds the claim;
 4. writes a bundle (benchmarks.bundle) with the records, the checks, the environment and
    the digests of the package's source files, and says whether the method is charged by
-   construction (every charge made by the layer's mechanisms) or self-accounted.
+   construction (every charge made by the layer's mechanisms), charged as observed (its
+   own charges are sampled Gaussians and a watched library's steps were composed against
+   them in every cell that made one) or self-accounted.
 
 The audits of one submission are judged together: each bound is taken at confidence
 1 - 5% / (the number of bounds), so an honest method is refused by chance at most 5% of
@@ -34,12 +39,12 @@ from typing import Any
 
 from tqdm import tqdm
 
-from benchmarks import bundle, contract_checks, datasets, registry, runner
+from benchmarks import bundle, contract_checks, datasets, library_watch, registry, runner
 from benchmarks.audit.training import CONFIDENCE
 from benchmarks.contract import Method
 from benchmarks.errors import InputError, one_line
 from benchmarks.ledger_watch import watch
-from benchmarks.privacy import Ledger
+from benchmarks.privacy import Ledger, SampledGaussian
 from benchmarks.records import RunRecord
 from benchmarks.suites import Cell, Suite, load_suite, parse_seeds
 
@@ -85,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
                          f"{registry.ENTRY_POINT_GROUP} entry point")
     bundle.check_writable(args.out)
     seeds = None if args.seeds is None else parse_seeds(args.seeds)
+    library_watch.import_installed()
     suite = load_suite(args.suite, seeds)
     if not any(cell.method == method.name for cell in suite.cells):  # a suite of ours
         suite = load_suite(args.suite, seeds, grid_for=method.name)
@@ -101,14 +107,16 @@ def run(args: argparse.Namespace) -> int:
               for name, line in contract_checks.run_all(method)]
     records: list[RunRecord] = []
     own_charges: list[str] = []
+    observed: list[str] | None = None
     if all(check.passed for check in checks):
-        records, cell_checks, own_charges = run_cells(cells, data_dir)
+        records, cell_checks, own_charges, observed = run_cells(cells, data_dir)
         checks += cell_checks
     else:
         print("the method breaks the contract: its suite was not run")
     failed = [check for check in checks if not check.passed]
     accounting = bundle.NOT_RUN if not records else (
-        bundle.SELF_ACCOUNTED if own_charges else bundle.CHARGED_BY_CONSTRUCTION)
+        bundle.CHARGED_BY_CONSTRUCTION if not own_charges else
+        bundle.charged_as_observed(observed) if observed else bundle.SELF_ACCOUNTED)
     bundle.write(args.out, {
         "method": method.name, "plugin": dataclasses.asdict(plugin),
         "source": bundle.source_digests(_package_dir(plugin)),
@@ -145,14 +153,17 @@ def cells_of(suite: Suite, method: type[Method]) -> list[Cell]:
 
 
 def run_cells(cells: list[Cell], data_dir: Path
-              ) -> tuple[list[RunRecord], list[Check], list[str]]:
+              ) -> tuple[list[RunRecord], list[Check], list[str], list[str] | None]:
     """Run every cell in this process, each watched, the audited twins last: a twin of
     a configuration whose run failed is left out (its failure is already the reason).
-    Returns (records, checks, the mechanisms the method charged itself)."""
+    Returns (records, checks, the mechanisms the method charged itself, the watched
+    libraries its own charges were checked against, or None when a cell's own charges
+    were not all sampled Gaussians checked against a watched library's steps)."""
     audits = sum(cell.audit for cell in cells)
     confidence = 1 - (1 - CONFIDENCE) / max(1, BOUNDS_PER_AUDIT * audits)
     slot = runner.DatasetSlot()
     records, checks, own, failed = [], [], [], set()
+    observed: set[str] | None = set()
     with tqdm(total=len(cells), unit="cell", file=sys.stderr, dynamic_ncols=True) as bar:
         for cell in sorted(cells, key=lambda cell: cell.audit):
             if cell.audit and cell.config_id in failed:
@@ -166,9 +177,19 @@ def run_cells(cells: list[Cell], data_dir: Path
             if not record.ok:
                 failed.add(cell.config_id)
             checks += cell_checks(cell, record, context.ledger, seen.uncharged(context.ledger))
-            own += seen.own_charges(context.ledger)
+            watched = library_checks(cell, record, context.ledger, seen.library)
+            checks += watched
+            mine = seen.own_charges(context.ledger)
+            own += mine
+            if mine and observed is not None:
+                as_observed = (bool(watched) and all(check.passed for check in watched)
+                               and all(isinstance(charge.cost, SampledGaussian)
+                                       for charge in context.ledger.charges
+                                       if charge.mechanism in mine))
+                observed = observed | set(seen.library.libraries) if as_observed else None
             bar.update()
-    return records, checks, list(dict.fromkeys(own))
+    return (records, checks, list(dict.fromkeys(own)),
+            None if observed is None else sorted(observed))
 
 
 def cell_checks(cell: Cell, record: RunRecord, ledger: Ledger,
@@ -184,6 +205,25 @@ def cell_checks(cell: Cell, record: RunRecord, ledger: Ledger,
     if record.is_audit:
         checks += audit_checks(record.audit, scope)
     return checks
+
+
+def library_checks(cell: Cell, record: RunRecord, ledger: Ledger,
+                   ran: library_watch.Ran) -> list[Check]:
+    """When a watched library ran steps: they compose to no more than the record's
+    epsilon, and the noise each step added is as its noise multiplier says."""
+    if not ran.steps or not record.ok:
+        return []
+    scope = cell.describe()
+    charged = bool(ledger.relevant(record.privacy.notion))
+    checks = [Check("what the watched DP libraries ran is charged", scope,
+                    library_watch.compare(ran, record.privacy.epsilon, charged,
+                                          record.delta))]
+    return checks + [Check(f"the noise {noise.mechanism} added is as its noise multiplier "
+                           f"says", scope,
+                           f"the noise {noise.mechanism} added is below its noise "
+                           f"multiplier's ({noise.claim}): {noise.measured}, "
+                           f"p = {noise.p_value:.3g}" if noise.flagged else "")
+                     for noise in ran.noise_checks()]
 
 
 def composition_line(record: RunRecord, ledger: Ledger) -> str:
@@ -225,11 +265,13 @@ def audit_checks(audit: dict[str, Any], scope: str) -> list[Check]:
 
 def environment(plugin: registry.Plugin) -> dict[str, Any]:
     """Where the submission ran: privboard's commit, the packages, the machine and the
-    thread settings (as every record's provenance), and the plugin's package."""
+    thread settings (as every record's provenance), the plugin's package and the
+    releases of the DP libraries privboard watched."""
     from benchmarks.tf_runtime import numerics
 
     return {**runner.provenance(numerics()), "privboard": runner.package_version("privboard"),
-            "plugin": f"{plugin.package} {plugin.version}"}
+            "plugin": f"{plugin.package} {plugin.version}",
+            "watched DP libraries": library_watch.installed()}
 
 
 def _package_dir(plugin: registry.Plugin) -> Path:

@@ -54,9 +54,21 @@ class DPSGD(Method):
         "pretrain_peak_lr": 0.1,
     }
     tiny_hparams: ClassVar[dict[str, Any]] = {"epochs": 2.0, "batch_size": 64}
+    schedule: ClassVar[str] = "linear"  # the learning rate's decay after the warm-up
 
     def __init__(self, budget: Budget, seed: int = 0, **hparams: Any) -> None:
         super().__init__(budget, seed, **hparams)
+        h = self.hparams
+        self._check_model_settings()
+        if not h["clip_norm"] > 0:
+            raise InputError(f"{self.name}: clip_norm must be > 0, got {h['clip_norm']!r}")
+        for key in ("epochs", "batch_size", "peak_lr"):
+            if isinstance(h[key], bool) or not isinstance(h[key], (int, float)) or not h[key] > 0:
+                raise InputError(f"{self.name}: {key} must be a number > 0, got {h[key]!r}")
+        self._calibration: dict[str, Any] | None = None
+        self._model = None
+
+    def _check_model_settings(self) -> None:
         h = self.hparams
         if h["model"] not in MODELS:
             raise InputError(f"dp-sgd: unknown model {h['model']!r}; known: {', '.join(MODELS)}")
@@ -68,59 +80,75 @@ class DPSGD(Method):
         if h["pretrain"] not in PRETRAIN_SOURCES:
             raise InputError(f"dp-sgd: pretrain must be one of {PRETRAIN_SOURCES}, "
                              f"got {h['pretrain']!r}")
-        if not h["clip_norm"] > 0:
-            raise InputError(f"dp-sgd: clip_norm must be > 0, got {h['clip_norm']!r}")
-        for key in ("epochs", "batch_size", "peak_lr"):
-            if isinstance(h[key], bool) or not isinstance(h[key], (int, float)) or not h[key] > 0:
-                raise InputError(f"dp-sgd: {key} must be a number > 0, got {h[key]!r}")
-        self._calibration: dict[str, Any] | None = None
-        self._model = None
 
     @classmethod
     def skip_reason(cls, task: str, budget: Budget,
                     hparams: dict[str, Any] | None = None) -> str | None:
         if not budget.private:
-            return "dp-sgd needs a finite epsilon; the non-private baseline covers e = inf"
+            return f"{cls.name} needs a finite epsilon; the non-private baseline covers e = inf"
         return super().skip_reason(task, budget, hparams)
+
+    def calibration(self, dataset_size: int) -> dict[str, Any]:
+        """The noise multiplier and steps that spend the budget on ``dataset_size``
+        examples (benchmarks.privacy.dp_sgd.calibrate)."""
+        h = self.hparams
+        return dp_sgd.calibrate(self.budget.epsilon, self.budget.delta, dataset_size,
+                                h["batch_size"], h["epochs"])
 
     def fit(self, train: Split, num_classes: int) -> "DPSGD":
         h = self.hparams
         # Calibrating first means an unmeetable budget stops before any training.
-        calibration = dp_sgd.calibrate(
-            self.budget.epsilon, self.budget.delta, len(train), h["batch_size"], h["epochs"])
+        calibration = self.calibration(len(train))
         self.progress(f"noise multiplier {calibration['noise_multiplier']:.4f} for "
                       f"(e={calibration['epsilon_rdp']:.3f}, d={self.budget.delta:g}), "
                       f"{calibration['steps']} steps")
 
-        from methods.nn import dp_training, models, pretraining, training
+        from methods.nn import dp_training, training
 
+        x = self.training_inputs(train)
         training.seed_everything(self.ctx.seed_for("model initialisation"))
-        input_shape = train.x.shape[1:]
-        if h["pretrain"]:
-            model = pretraining.pretrained(
-                self.ctx, h["pretrain"], h["model"], input_shape, num_classes,
-                norm=h["norm"], epochs=h["pretrain_epochs"], batch_size=h["batch_size"],
-                peak_lr=h["pretrain_peak_lr"], augment=False, progress=self.progress)
-        else:
-            model = models.build(h["model"], input_shape, num_classes, norm=h["norm"])
+        model = self.build_model(x.shape[1:], num_classes)
         dp_training.fit(
-            model, train.x.astype(np.float32), train.y, steps=calibration["steps"],
+            model, x, train.y, steps=calibration["steps"],
             sampling_rate=calibration["sampling_rate"],
             noise_multiplier=calibration["noise_multiplier"], clip_norm=float(h["clip_norm"]),
             peak_lr=float(h["peak_lr"]), warmup=float(h["warmup"]),
             momentum=float(h["momentum"]), seed=self.ctx.seed_for("sampling and noise"),
-            ledger=self.ctx.ledger, progress=self.progress)
+            ledger=self.ctx.ledger, progress=self.progress, schedule=self.schedule)
         self._model, self._calibration = model, calibration
         return self
+
+    def training_inputs(self, train: Split) -> np.ndarray:
+        """What the model trains on: the images themselves."""
+        return self.model_inputs(train.x)
+
+    def model_inputs(self, x: np.ndarray) -> np.ndarray:
+        return x.astype(np.float32)
+
+    def build_model(self, input_shape: tuple[int, ...], num_classes: int):
+        from methods.nn import models, pretraining
+
+        h = self.hparams
+        if h["pretrain"]:
+            return pretraining.pretrained(
+                self.ctx, h["pretrain"], h["model"], input_shape, num_classes,
+                norm=h["norm"], epochs=h["pretrain_epochs"], batch_size=h["batch_size"],
+                peak_lr=h["pretrain_peak_lr"], augment=False, progress=self.progress)
+        return models.build(h["model"], input_shape, num_classes, norm=h["norm"])
 
     def predict_proba(self, x: np.ndarray) -> np.ndarray:
         from methods.nn import training
 
         if self._model is None:
-            raise RuntimeError("dp-sgd: call fit before predict_proba")
-        return training.softmax(training.predict_logits(self._model, x.astype(np.float32)))
+            raise RuntimeError(f"{self.name}: call fit before predict_proba")
+        return training.softmax(training.predict_logits(self._model, self.model_inputs(x)))
 
     def privacy_details(self) -> dict[str, Any]:
+        return {**self.training_details(),
+                "public_pretraining": self.hparams["pretrain"] or "none"}
+
+    def training_details(self) -> dict[str, Any]:
+        """The DP-SGD training's own accounting details."""
         c = self._calibration or {}
         return {
             "calibrated_noise_multiplier": c.get("noise_multiplier"),
@@ -128,7 +156,6 @@ class DPSGD(Method):
             "clip_norm": float(self.hparams["clip_norm"]),
             "sampling": "Poisson (each example independently per step)",
             "microbatching": "none: each example is clipped alone (sensitivity = clip norm)",
-            "public_pretraining": self.hparams["pretrain"] or "none",
         }
 
     def variant(self) -> str:

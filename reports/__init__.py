@@ -14,6 +14,9 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import NamedTuple
+
+import pandas as pd
 
 from baselines import load_claims, load_dataset_notes, load_published
 from benchmarks import archive as archive_store
@@ -23,11 +26,11 @@ from benchmarks.atomic import atomic_folder
 from benchmarks.errors import PrivboardError
 from reports.audits import attach_audits
 from reports.claims import check_claims
-from reports.load import ReportError, load_records
+from reports.load import ARCHIVED, BOTH, LOCAL, ReportError, load_records
 from reports.rows import compute_rows, metric_by_dataset
 from reports.verifications import attach_verifications
 
-__all__ = ["ReportError", "add_arguments", "build", "main", "run"]
+__all__ = ["ReportError", "add_arguments", "build", "load_rows", "main", "run"]
 DEFAULT_RESULTS = Path("results")
 
 
@@ -47,11 +50,50 @@ def build(results: Path | None, out: Path, tolerance: float = 1.0,
     end, so a failure leaves the previous site (or nothing) and never a half-written one.
     """
     out = Path(out)
+    board = _leaderboard(results, tolerance, current_configs, show_superseded, archive,
+                         submission)
+    # matplotlib is slow to import: --help and bad input stay instant without it.
+    from reports.render import write_site
+
+    with atomic_folder(out) as staging:
+        write_site(staging, board.rows, board.shown, board.published, board.claims,
+                   load_dataset_notes(), tolerance, _sources(board.records, submission),
+                   board.notice, board.catalogue, submission_facts(submission))
+    return out / "index.html"
+
+
+def load_rows(results: Path | str | None = DEFAULT_RESULTS,
+              archive: Path | str | None = archive_store.ARCHIVE,
+              tolerance: float = 1.0) -> pd.DataFrame:
+    """The leaderboard's rows as a DataFrame (the rows of rows.csv and leaderboard.json),
+    from the archive and the local results folder (left out when it does not exist);
+    None leaves either out."""
+    results = Path(results) if results is not None else None
+    if results is not None and not results.is_dir():
+        results = None
+    archive = Path(archive) if archive is not None else None
+    if archive is None and results is None:
+        raise ReportError("no records to read: no archive and no results folder")
+    return _leaderboard(results, tolerance, None, False, archive, None).rows
+
+
+class _Leaderboard(NamedTuple):
+    rows: pd.DataFrame
+    records: pd.DataFrame  # every record read, superseded ones included
+    shown: pd.DataFrame  # the records the site shows
+    published: pd.DataFrame
+    claims: list[dict]
+    notice: dict
+    catalogue: dict
+
+
+def _leaderboard(results: Path | None, tolerance: float, current_configs: set[str] | None,
+                 show_superseded: bool, archive: Path | None,
+                 submission: bundle.Submission | None) -> _Leaderboard:
+    """The rows, the records behind them and the claims checked on them (see build)."""
     if tolerance < 0:
         raise ReportError(f"tolerance must be >= 0, got {tolerance}")
     published = load_published()
-    claims = load_claims()
-    notes = load_dataset_notes()
     archived = archive_store.load(archive) if archive is not None else []
     ours = [catalogues.read(folder) for folder in (archive, results)
             if folder is not None and folder.is_dir()]
@@ -72,27 +114,25 @@ def build(results: Path | None, out: Path, tolerance: float = 1.0,
     rows = compute_rows(runs, published, tolerance)
     rows = attach_audits(rows, shown[shown["record_kind"] == "audit"], runs)
     rows = attach_verifications(rows, shown[shown["record_kind"] == "verification"])
-    checked = check_claims(claims, runs)
     notice = {"records": len(superseded), "configurations": superseded["config_id"].nunique(),
               "shown": show_superseded}
-
-    # matplotlib is slow to import: --help and bad input stay instant without it.
-    from reports.render import write_site
-
-    with atomic_folder(out) as staging:
-        write_site(staging, rows, shown, published, checked, notes, tolerance,
-                   _sources(archive, results, submission), notice, catalogue,
-                   submission_facts(submission))
-    return out / "index.html"
+    return _Leaderboard(rows, records, shown, published, check_claims(load_claims(), runs),
+                        notice, catalogue)
 
 
-def _sources(archive: Path | None, results: Path | None,
-             submission: bundle.Submission | None) -> list[str]:
-    """Where the site's records came from, as its index says."""
-    return ([f"the archive ({archive})"] if archive is not None else []) + (
-        [f"this machine's results ({results})"] if results is not None else []) + (
-        [f"the third-party submission of {submission.package} ({submission.folder})"]
+def _sources(records: pd.DataFrame, submission: bundle.Submission | None) -> list[str]:
+    """Where the site's records came from, as its index says: never a path of the
+    machine that built it."""
+    archived = int(records["source"].isin([ARCHIVED, BOTH]).sum())
+    local = int(records["source"].isin([LOCAL, BOTH]).sum())
+    return ([f"the archive ({_count(archived, 'record')})"] if archived else []) + (
+        [f"{_count(local, 'local record')}"] if local else []) + (
+        [f"the third-party submission of {submission.package}"]
         if submission is not None else [])
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 def submission_facts(submission: bundle.Submission | None) -> dict | None:
@@ -104,6 +144,7 @@ def submission_facts(submission: bundle.Submission | None) -> dict | None:
             "entry_point": manifest["plugin"]["entry_point"],
             "accounting": manifest["accounting"],
             "self_accounted": manifest["accounting"] == bundle.SELF_ACCOUNTED,
+            "accounting_note": bundle.accounting_note(manifest["accounting"]),
             "own_charges": manifest.get("own_charges", []),
             "source_digest": manifest["source"]["sha256"],
             "checks": len(manifest["checks"]), "command": manifest["command"]}

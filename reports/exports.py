@@ -1,11 +1,15 @@
-"""The leaderboard rows as files: rows.csv (every column), and rows.md and rows.tex,
-Markdown and LaTeX (booktabs) tables of the same rows with the same cell texts."""
+"""The leaderboard rows as files: rows.csv (every column), leaderboard.json (the same
+rows with their short notion, for programs), and rows.md and rows.tex, Markdown and LaTeX
+(booktabs) tables of the same rows with the same cell texts."""
 from __future__ import annotations
 
+import json
+import math
 from pathlib import Path
 
 import pandas as pd
 
+from reports.presentation import short_notion
 from reports.rows import format_delta, format_epsilon, format_number, model_note
 
 HEADER = ["dataset", "privacy", "method", "variant", "model", "suite", "epsilon", "delta",
@@ -20,10 +24,34 @@ _LATEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"
           "|": r"\textbar{}", "±": r"\ensuremath{\pm}"}
 
 
+# The version of leaderboard.json's layout: a program reading it checks this first.
+LEADERBOARD_VERSION = 1
+
+
 def write_exports(site: Path, rows: pd.DataFrame) -> None:
     rows.to_csv(site / "rows.csv", index=False, float_format="%.10g")
+    (site / "leaderboard.json").write_text(leaderboard_json(rows))
     (site / "rows.md").write_text(markdown(rows))
     (site / "rows.tex").write_text(latex(rows))
+
+
+def leaderboard_json(rows: pd.DataFrame) -> str:
+    """The rows as JSON: {"version", "columns", "rows"}, each row an object of every column
+    of rows.csv and its short notion ("notion"). A missing value is null; an infinite epsilon
+    (non-private) is the string "inf", as in rows.csv."""
+    records = [{name: _json_value(value) for name, value in row.items()}
+               | {"notion": short_notion(row["protects"], row["neighbours"], row["kind"])}
+               for row in rows.to_dict("records")]
+    return json.dumps({"version": LEADERBOARD_VERSION, "columns": [*rows.columns, "notion"],
+                       "rows": records}, indent=1)
+
+
+def _json_value(value):
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+        return None
+    if isinstance(value, float) and math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return value.item() if hasattr(value, "item") else value
 
 
 def markdown(rows: pd.DataFrame) -> str:

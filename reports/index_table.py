@@ -5,7 +5,8 @@ from __future__ import annotations
 import pandas as pd
 
 from benchmarks.privacy import Protects
-from reports.presentation import SCOPES, UNKNOWN_NOTION, presentation, slug
+from reports.presentation import (SCOPES, UNKNOWN_NOTION, dataset_title, ordered_datasets,
+                                  presentation, short_notion, slug)
 from reports.rows import QUICK_SUITE, model_note
 
 # The epsilons a line shows, as (rows column, header, tooltip). An audited epsilon (an
@@ -22,12 +23,35 @@ GROUPS = (Protects.LABELS.value, Protects.RECORDS.value, "other", Protects.NOTHI
 
 
 def dataset_tables(rows: pd.DataFrame, notes: dict[str, str]) -> list[dict]:
-    return [{"name": dataset, "page": slug(dataset), "note": notes.get(dataset, ""),
-             "metric": dataset_rows["metric"].iloc[0],
-             "notions": _legend(dataset_rows),
-             "lines": sorted(map(table_line, dataset_rows.itertuples(index=False)),
-                             key=_line_order)}
-            for dataset, dataset_rows in rows.groupby("dataset", sort=True)]
+    """Per dataset (in reading order), the table of its rows of ours and, apart, the
+    table of its paper-only rows; each table names the columns that have a value."""
+    tables = []
+    for dataset in ordered_datasets(rows["dataset"].unique()):
+        dataset_rows = rows[rows["dataset"] == dataset]
+        lines = sorted(map(table_line, dataset_rows.itertuples(index=False)), key=_line_order)
+        tables.append({"name": dataset, "title": dataset_title(dataset), "page": slug(dataset),
+                       "note": notes.get(dataset, ""), "metric": dataset_rows["metric"].iloc[0],
+                       "notions": _legend(dataset_rows),
+                       "ours": _table([line for line in lines if not line["paper_only"]]),
+                       "paper_only": _table([line for line in lines if line["paper_only"]])})
+    return tables
+
+
+def _table(lines: list[dict]) -> dict:
+    """The lines and the columns that have a value in at least one of them."""
+    values = {"variant": lambda line: line["variant"], "model": lambda line: line["model"],
+              "suite": lambda line: not line["paper_only"],
+              "audited": lambda line: line["audit"], "ours": lambda line: line["ours"],
+              "paper": lambda line: line["paper"],
+              "diff": lambda line: line["paper"] and line["paper"]["diff"] is not None,
+              "delta": lambda line: line["delta"] != 0.0,
+              **{column: _has(index) for index, (column, _, _) in enumerate(EPSILON_COLUMNS)}}
+    return {"lines": lines,
+            "columns": {column for column, has in values.items() if any(map(has, lines))}}
+
+
+def _has(index: int):
+    return lambda line: line["epsilons"][index][1] is not None
 
 
 def notion_filter(rows: pd.DataFrame) -> list[tuple[str, str]]:
@@ -46,11 +70,12 @@ def table_line(row) -> dict:
         "model": row.model,
         "suite": row.suite, "quick": row.suite == QUICK_SUITE, "paper_only": not row.cell,
         "scope": css, "badge": title, "explanation": explanation,
+        "short": short_notion(row.protects, row.neighbours, row.kind),
         "notion": "" if css == "non-private" else (
             f"{row.neighbours} neighbours, {row.kind}; {row.accountant}"),
         "local_warning": css == "other-notion",
         "protects": row.protects,
-        "epsilons": [_number(getattr(row, column)) for column, _, _ in EPSILON_COLUMNS],
+        "epsilons": [(column, _number(getattr(row, column))) for column, _, _ in EPSILON_COLUMNS],
         "delta": _number(row.delta),
         "ours": ours_of(row), "paper": paper_of(row), "audit": audit_of(row),
         "group": _group(row.section)}

@@ -37,8 +37,9 @@ def plot_dataset(rows: pd.DataFrame, path: Path) -> None:
     colours = {line: f"C{i % 10}" for i, line in enumerate(lines)}
     markers = {line: "x+1*"[i // 10 % 4] for i, line in enumerate(lines)}
     fig, ax = plt.subplots(figsize=(10, 4.5))
-    ours = rows[rows["n"] > 0].drop_duplicates("cell")
-    for (method, variant, suite), line in ours.groupby(["method", "variant", "suite"]):
+    ours = rows[rows["n"] > 0].drop_duplicates("cell").fillna({"model": ""})
+    for (method, model, variant, suite), line in ours.groupby(
+            ["method", "model", "variant", "suite"]):
         style = "--" if (line["protects"] == "inputs and labels").any() else "-"
         for column, suffix, marker in OUR_EPSILONS:
             at = line.dropna(subset=[column])
@@ -49,7 +50,8 @@ def plot_dataset(rows: pd.DataFrame, path: Path) -> None:
                 continue
             ax.errorbar(x_of(at[column]), at["mean"], yerr=at["std"].fillna(0),
                         fmt=marker + style, capsize=3, color=colours[method, variant],
-                        label=_label("ours", method, variant, suite) + suffix)
+                        label=_label("ours", method, variant, suite, model)
+                        + (suffix or _audited(line)))
     paper = rows[rows["paper_value"].notna()].drop_duplicates(
         ["method", "variant", "epsilon", "paper_value"])
     for (method, variant), points in paper.groupby(["method", "variant"]):
@@ -66,16 +68,29 @@ def plot_dataset(rows: pd.DataFrame, path: Path) -> None:
     ax.set_xlabel("epsilon (log scale; inf = non-private, at the right edge)")
     ax.set_ylabel(metric(rows["metric"].iloc[0]).label)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+    legend = ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+    # Tall enough for every legend entry (a wrapped label takes a line per row of text).
+    legend_rows = sum(text.get_text().count("\n") + 1 for text in legend.get_texts())
+    fig.set_size_inches(10, max(4.5, 0.13 * legend_rows + 0.5))
     fig.subplots_adjust(left=0.08, right=0.64, bottom=0.13, top=0.96)  # legend on the right
-    fig.savefig(path, dpi=90)
+    fig.savefig(path, dpi=90, bbox_inches="tight")
     plt.close(fig)
 
 
-def _label(source: str, method: str, variant: str, suite: str) -> str:
+def _label(source: str, method: str, variant: str, suite: str, model: str = "") -> str:
     details = ", ".join(part for part in (variant, f"{suite} suite" if suite else "") if part)
-    return textwrap.fill(f"{source}: {method}" + (f" ({details})" if details else ""), 48,
+    name = f"{method} · {model}" if model else method
+    return textwrap.fill(f"{source}: {name}" + (f" ({details})" if details else ""), 48,
                          subsequent_indent="  ")
+
+
+def _audited(line: pd.DataFrame) -> str:
+    """A line's audited epsilons, the strongest per budget, for its legend entry."""
+    bounds = line[["audited_epsilon", "release_epsilon"]].max(axis=1)
+    audited = [f"ε≥{bound:.2f} at {format_epsilon(epsilon)}"
+               for epsilon, bound in zip(line["epsilon"], bounds) if pd.notna(bound)]
+    return textwrap.fill("; audited " + ", ".join(audited), 48,
+                         subsequent_indent="  ") if audited else ""
 
 
 def _spaced(ticks: list[float]) -> list[float]:

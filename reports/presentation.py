@@ -31,6 +31,20 @@ MODEL_NAMES = {"cnn": "CPU CNN", "inception": "Inception", "resnet18_v2": "ResNe
                "ncf": "NCF", "teacher_cnn": "CPU teacher CNN",
                "pate_mnist_cnn": "PATE MNIST CNN", "pate_deep_cnn": "PATE deep CNN",
                "teacher_mlp": "teacher MLP"}
+# A notion as a row's badge says it, e.g. "label-DP · sub · pure"; hover gives the words.
+SHORT_SCOPES = {"label-dp": "label-DP", "full-dp": "full DP", "other-notion": "local",
+                "non-private": "non-private", "unknown-notion": "unknown notion"}
+SHORT_WORDS = {Neighbours.SUBSTITUTION.value: "sub", Neighbours.ADD_REMOVE.value: "add/remove",
+               Kind.PURE.value: "pure", Kind.APPROXIMATE.value: "approx"}
+# Datasets in reading order: the most used first, the others by name, Adult last.
+FIRST_DATASETS = ("mnist", "fashion-mnist", "cifar10", "cifar100", "svhn", "kmnist")
+LAST_DATASETS = ("adult",)
+DATASET_TITLES = {"mnist": "MNIST", "fashion-mnist": "Fashion-MNIST", "cifar10": "CIFAR-10",
+                  "cifar100": "CIFAR-100", "svhn": "SVHN", "kmnist": "KMNIST",
+                  "adult": "Adult", "movielens-1m": "MovieLens-1M", "kddcup99": "KDD Cup 99",
+                  "mnist-7v9": "MNIST 7 vs 9", "mnist-7v9-small": "MNIST 7 vs 9 (small)",
+                  "digits": "Digits", "digits-7v9": "Digits 7 vs 9",
+                  "breast-cancer": "Breast cancer"}
 KIND_WORDS = {Kind.PURE.value: "pure epsilon-DP (delta = 0)",
               Kind.APPROXIMATE.value: "approximate (epsilon, delta)-DP",
               Kind.NONE.value: "none"}
@@ -48,6 +62,33 @@ def presentation(protects: str, neighbours: str) -> tuple[str, str, str]:
         return css, title, covers
     relation = neighbour_words(protects, neighbours)
     return css, title, f"{covers} {relation[0].upper()}{relation[1:]}."
+
+
+def family_of(protects: str) -> str:
+    """The css class of a notion's scope, which names its family on the site."""
+    return presentation(protects, Neighbours.NONE.value)[0]
+
+
+def short_notion(protects: str, neighbours: str, kind: str) -> str:
+    """A notion in a few words: its family, neighbours and kind ("label-DP · sub · pure")."""
+    family = family_of(protects)
+    if family == "non-private":
+        return SHORT_SCOPES[family]
+    return " · ".join([SHORT_SCOPES[family], SHORT_WORDS.get(neighbours, neighbours),
+                       SHORT_WORDS.get(kind, kind)])
+
+
+def ordered_datasets(names) -> list[str]:
+    """Dataset names in reading order (FIRST_DATASETS, the others, LAST_DATASETS)."""
+    def rank(name: str) -> tuple[int, int, str]:
+        if name in FIRST_DATASETS:
+            return 0, FIRST_DATASETS.index(name), name
+        return (2 if name in LAST_DATASETS else 1), 0, name
+    return sorted(names, key=rank)
+
+
+def dataset_title(name: str) -> str:
+    return DATASET_TITLES.get(name, name)
 
 
 def neighbour_words(protects: str, neighbours: str) -> str:

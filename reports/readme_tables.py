@@ -1,9 +1,13 @@
-"""The README's section on our archived results, generated from the archive alone: the
-leaderboard's rows that hold a number of ours (the rows.md export, cut to those rows), and
-per suite how many cells it holds, how long they trained here and how to run it again.
+"""The generated tables of the README and of docs/results.md, from the archive alone.
 
-``python -m reports.readme_tables`` rewrites the section of README.md between its two
-markers; the tests check that the README holds what this module generates.
+The README's headline is the ``table4-cpu`` suite laid out as the label-DP paper's Table 4:
+a row per dataset and method with its short notion, a column per epsilon, our mean ± std
+(n) and the difference to the paper. docs/results.md holds per suite how many cells it
+has, how long they trained here and how to run it again, and every leaderboard row
+that holds a number of ours (the rows.md export, cut to those rows).
+
+``python -m reports.readme_tables`` rewrites both between their markers; the tests check
+that the files hold what this module generates.
 """
 from __future__ import annotations
 
@@ -13,16 +17,51 @@ import tempfile
 from pathlib import Path
 
 from benchmarks import archive as archive_store
+from reports.presentation import ordered_datasets, short_notion
+from reports.rows import NOT_RANKED, format_epsilon, format_number
+from reports.suite_tables import suite_tables
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+RESULTS = ROOT / "docs" / "results.md"
 START, END = "<!-- archive-tables:start -->", "<!-- archive-tables:end -->"
-# Archived for `privboard verify`'s tests; its tiny cells' numbers mean nothing.
-NOT_HEADLINE = ("smoke",)
+HEADLINE_START, HEADLINE_END = "<!-- headline-table:start -->", "<!-- headline-table:end -->"
+HEADLINE_SUITE = "table4-cpu"
 
 
 def section(archive: Path = archive_store.ARCHIVE) -> str:
-    """The generated text between the markers."""
+    """The generated text between the markers of docs/results.md."""
     return "\n".join(["", _suite_times(archive), "", _headline_rows(archive), ""])
+
+
+def headline(archive: Path = archive_store.ARCHIVE, suite: str = HEADLINE_SUITE) -> str:
+    """The generated text between the README's markers: ``suite`` as the paper's table."""
+    import reports
+
+    rows = reports.load_rows(results=None, archive=archive)
+    table = next(table for table in suite_tables(rows) if table["suite"] == suite)
+    notions = {(line.dataset, line.method, line.variant):
+               short_notion(line.protects, line.neighbours, line.kind)
+               for line in rows[rows["suite"] == suite].itertuples(index=False)}
+    header = ["dataset", "method", "privacy"] + [f"ε = {format_epsilon(e)}"
+                                                 for e in table["epsilons"]]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    order = ordered_datasets({line["dataset"] for line in table["lines"]})
+    for line in sorted(table["lines"], key=lambda line: order.index(line["dataset"])):
+        name = line["method"] + (f" ({line['variant']})" if line["variant"] else "")
+        cells = [_cell(cell, line["metric"]) for cell in line["cells"]]
+        notion = notions[line["dataset"], line["method"], line["variant"]]
+        lines.append("| " + " | ".join([line["dataset"], name, notion, *cells]) + " |")
+    return "\n".join(["", *lines, ""])
+
+
+def _cell(cell: dict | None, metric: str) -> str:
+    if cell is None:
+        return ""
+    spread = "" if cell["std"] is None else f" ± {format_number(cell['std'], metric)}"
+    diff = "" if cell["diff"] is None else (
+        f" ({format_number(cell['diff'], metric, signed=True)})")
+    return f"{format_number(cell['mean'], metric)}{spread} (n={cell['n']}){diff}"
 
 
 def _suite_times(archive: Path) -> str:
@@ -47,7 +86,7 @@ def _duration(seconds: float) -> str:
 
 def _headline_rows(archive: Path) -> str:
     """The rows.md lines of the site built from the archive alone that hold our numbers
-    (but the smoke suite's)."""
+    (but those of the suites kept for tests)."""
     import reports
 
     with tempfile.TemporaryDirectory() as folder:
@@ -57,29 +96,46 @@ def _headline_rows(archive: Path) -> str:
     names = [cell.strip() for cell in header.split("|")]
     ours, suite = names.index("ours"), names.index("suite")
     kept = [row for row in rows if row.split("|")[ours].strip()
-            and row.split("|")[suite].strip() not in NOT_HEADLINE]
+            and row.split("|")[suite].strip() not in NOT_RANKED]
     return "\n".join([header, rule, *kept])
 
 
-def rewrite(readme: Path = README, archive: Path = archive_store.ARCHIVE) -> bool:
-    """Put the generated section into ``readme``; whether it changed."""
-    text = readme.read_text()
-    if START not in text or END not in text:
-        raise SystemExit(f"{readme} has no {START} ... {END} markers")
-    head, rest = text.split(START, 1)
-    new = head + START + section(archive) + END + rest.split(END, 1)[1]
-    readme.write_text(new)
+def between(text: str, start: str, end: str) -> str:
+    """The text between two markers."""
+    return text.split(start, 1)[1].split(end, 1)[0]
+
+
+def _rewrite(path: Path, start: str, end: str, generated: str) -> bool:
+    """Put ``generated`` between the markers of ``path``; whether it changed."""
+    text = path.read_text()
+    if start not in text or end not in text:
+        raise SystemExit(f"{path} has no {start} ... {end} markers")
+    head, rest = text.split(start, 1)
+    new = head + start + generated + end + rest.split(end, 1)[1]
+    path.write_text(new)
     return new != text
+
+
+def rewrite(readme: Path = README, results: Path = RESULTS,
+            archive: Path = archive_store.ARCHIVE) -> list[Path]:
+    """Rewrite both files' generated tables; the files that changed."""
+    changed = [_rewrite(readme, HEADLINE_START, HEADLINE_END, headline(archive)),
+               _rewrite(results, START, END, section(archive))]
+    return [path for path, was in zip((readme, results), changed) if was]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m reports.readme_tables",
-        description="Rewrite the README's tables of our archived results from the archive.")
+        description="Rewrite the generated tables of README.md and docs/results.md from "
+                    "the archive.")
     parser.add_argument("--readme", type=Path, default=README)
+    parser.add_argument("--results", type=Path, default=RESULTS,
+                        help="the page of every archived result (default: docs/results.md)")
     args = parser.parse_args(argv)
-    changed = rewrite(args.readme)
-    print(f"{args.readme}: {'updated' if changed else 'already current'}")
+    changed = rewrite(args.readme, args.results)
+    for path in (args.readme, args.results):
+        print(f"{path}: {'updated' if path in changed else 'already current'}")
     return 0
 
 

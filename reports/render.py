@@ -24,6 +24,7 @@ from reports.suite_tables import suite_tables
 from reports.load import NOTION_FIELDS
 from reports.label_noise import label_noise_points, plot_label_noise
 from reports.plots import plot_dataset
+from reports.ranking import family_tabs, rankings
 from reports.presentation import (SCOPES, describe, describe_notion, json_text, ledger_entry,
                                   presentation, slug, sort_key, without_nan)
 from reports.rows import (DISPLAY_KEYS, QUICK_SUITE, format_delta, format_epsilon,
@@ -81,16 +82,24 @@ def write_site(site: Path, rows: pd.DataFrame, records: pd.DataFrame,
                 on_leaderboard=name in set(rows["dataset"]))
     for cell, cell_rows in rows[rows["cell"] != ""].groupby("cell"):
         _write_cell_page(site, cell_rows, records[records["config_id"] == cell], submission)
-    _render(site / "index.html", "index.html", root="",
-            datasets=dataset_tables(rows, notes), filters=notion_filter(rows),
-            label_noise=set(noise["dataset"]),
-            suite_tables=suite_tables(rows), epsilon_columns=EPSILON_COLUMNS,
+    tables = dataset_tables(rows, notes)
+    ranked = rankings(rows)
+    shared = {"tolerance": tolerance, "submission": submission}
+    _render(site / "index.html", "index.html", root="", rankings=ranked,
+            families=family_tabs(ranked),
+            unranked=[table for table in tables
+                      if table["name"] not in {dataset["name"] for dataset in ranked}],
             claims=claims, sources=sources,
-            tolerance=tolerance, rmse_tolerance=metric_tolerance("rmse", tolerance),
-            counts=records["status"].value_counts().to_dict(), notions=list(SCOPES.values()),
-            superseded=notice, submission=submission,
+            counts=records["status"].value_counts().to_dict(),
+            superseded=notice, **shared,
             methods=[(name, methods.get(name)) for name in method_names],
             dataset_list=[(name, datasets.get(name)) for name in dataset_names])
+    _render(site / "tables.html", "tables.html", root="", datasets=tables,
+            filters=notion_filter(rows), label_noise=set(noise["dataset"]),
+            suite_tables=suite_tables(rows), epsilon_columns=EPSILON_COLUMNS, **shared)
+    _render(site / "how-to-read.html", "how-to-read.html", root="",
+            rmse_tolerance=metric_tolerance("rmse", tolerance),
+            notions=list(SCOPES.values()), **shared)
 
 
 def _render(path: Path, template: str, root: str = "../", **context) -> None:

@@ -20,6 +20,9 @@ from reports.load import BOTH, NOTION_FIELDS
 
 # The suite whose CPU-sized runs the site labels as such.
 QUICK_SUITE = "quick"
+# Suites archived for the tests of `privboard verify`: their tiny cells' numbers mean
+# nothing, so they are in the full tables but never ranked nor headlined.
+NOT_RANKED = ("smoke",)
 # What a configuration is shown as; constant within a configuration.
 DISPLAY_KEYS = ["dataset", "method", "variant", "suite", "epsilon", "delta"]
 PAPER_FIELDS = ["paper", "table", "column", "column_inferred", "paper_value", "note",

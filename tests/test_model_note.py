@@ -116,12 +116,12 @@ def test_pages_and_exports_show_the_model_and_the_note(results, tmp_path):
     site = tmp_path / "site"
     reports.build(catalogued(results, tmp_path / "results"), site, archive=None)
     escaped = NOTE.replace("'", "&#39;")
-    pages = {"index.html": 2, "methods/lp-1st.html": 1, "methods/non-private.html": 1,
+    pages = {"tables.html": 2, "methods/lp-1st.html": 1, "methods/non-private.html": 1,
              "datasets/fashion-mnist.html": 2, _page("lp-cnn"): 1}
     for page, count in pages.items():
         assert (site / page).read_text().count(escaped) == count, page
     assert escaped not in (site / _page("lp-inception")).read_text()
-    assert "<td>CPU CNN</td>" in (site / "index.html").read_text()
+    assert "<td>CPU CNN</td>" in (site / "tables.html").read_text()
     assert "model <strong>Inception</strong>" in (site / _page("lp-inception")).read_text()
     assert f"| {NOTE} |" in (site / "rows.md").read_text()
     assert "CPU CNN (91.20\\% non-private)" in (site / "rows.tex").read_text()

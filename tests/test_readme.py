@@ -33,8 +33,22 @@ def test_readme_example_method_registers_fits_and_charges_its_ledger():
 
 
 def test_readme_tables_of_our_results_are_those_the_archive_gives():
-    from reports import readme_tables
+    from reports import readme_tables as tables
 
-    text = README.read_text()
-    shown = text.split(readme_tables.START, 1)[1].split(readme_tables.END, 1)[0]
-    assert shown == readme_tables.section(), "run: python -m reports.readme_tables"
+    results = tables.between(tables.RESULTS.read_text(), tables.START, tables.END)
+    assert results == tables.section(), "run: python -m reports.readme_tables"
+    headline = tables.between(README.read_text(), tables.HEADLINE_START, tables.HEADLINE_END)
+    assert headline == tables.headline(), "run: python -m reports.readme_tables"
+
+
+def test_the_headline_table_reads_as_the_papers_table_4():
+    """A row per method, a column per epsilon, each cell mean ± std (n) and the difference
+    to the paper's number, with the short notion."""
+    from reports import readme_tables as tables
+
+    header, _, *lines = tables.headline().strip().splitlines()
+    assert header == "| dataset | method | privacy | ε = 1 | ε = 2 | ε = 3 | ε = 4 | ε = inf |"
+    lp = next(line for line in lines if line.startswith("| mnist | lp-1st |"))
+    cells = [cell.strip() for cell in lp.strip("|").split("|")]
+    assert cells[2] == "label-DP · sub · pure"
+    assert re.fullmatch(r"\d+\.\d\d ± \d\.\d\d \(n=3\) \([+-]\d+\.\d\d\)", cells[3])

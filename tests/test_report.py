@@ -69,7 +69,8 @@ def test_golden_rows_hold_the_hand_computed_numbers(site):
 
 
 def test_index_shows_notions_failures_and_citations(site):
-    html = (site / "index.html").read_text()
+    html = "".join((site / page).read_text()
+                   for page in ("index.html", "tables.html", "how-to-read.html"))
     for piece in ("1 failed", "quick suite", "inferred column", "paper only",
                   "not an overall model epsilon", "Label-DP", "Full DP", "±1.0",
                   "95.00 ± 0.28", "Ghazi et al. 2021, Table 4, e=1", 'class="diff-bad"',
@@ -152,8 +153,9 @@ def test_notion_explanations_match_the_neighbour_relation(site):
 
 
 def test_index_lines_carry_their_notion_for_the_filter_and_sort_keys(site):
-    html = (site / "index.html").read_text()
-    mnist = html.split('id="table-mnist"')[1].split("</table>")[0]
+    html = (site / "tables.html").read_text()
+    mnist = "".join(html.split(f'id="{table}"')[1].split("</table>")[0]
+                    for table in ("table-mnist", "table-mnist-paper"))
     assert mnist.count("<tr data-scope=") == len(
         _read_rows(site / "rows.csv").query("dataset == 'mnist'"))
     for scope in ("label-dp", "full-dp", "non-private"):
@@ -214,7 +216,7 @@ def test_superseded_configurations_are_hidden_counted_and_shown_on_request(tmp_p
                           show_superseded=True)
     rows = _read_rows(tmp_path / "shown" / "rows.csv")
     assert rows[rows.cell == "07a6406b1dab21b7cd93"].superseded.all()
-    assert '<span class="tag">superseded</span>' in shown.read_text()
+    assert '<span class="tag">superseded</span>' in (tmp_path / "shown" / "tables.html").read_text()
 
 
 def _results_with(tmp_path, **changes):
@@ -389,7 +391,7 @@ def test_audited_epsilons_stand_beside_the_claims_and_never_count_as_accuracy(si
     assert (lp.audited_epsilon, lp.audit_ceiling, bool(lp.audit_flagged)) == (0.125, 5.5, False)
     refuted = rows[rows.cell == "428de137506538aa93fa"].iloc[0]
     assert bool(refuted.audit_flagged) and refuted.audited_epsilon > refuted.epsilon
-    html = (site / "index.html").read_text()
+    html = (site / "tables.html").read_text() + (site / "how-to-read.html").read_text()
     assert "≥ 0.12" in html and "ceiling 5.5" in html and "claim refuted" in html
     assert "can refute a small claim but never confirm a large one" in html
     cell = (site / "cells" / "07a6406b1dab21b7cd93.html").read_text()
@@ -413,5 +415,17 @@ def test_released_labels_get_their_noise_plot(tmp_path):
                                      "released_labels": 300})
     index = reports.build(results, tmp_path / "site")
     assert (tmp_path / "site" / "plots" / "mnist-label-noise.png").is_file()
-    assert "plots/mnist-label-noise.png" in index.read_text()
+    assert "plots/mnist-label-noise.png" in index.with_name("tables.html").read_text()
     assert not (tmp_path / "site" / "plots" / "adult-label-noise.png").exists()
+
+
+def test_no_published_file_names_a_path_of_the_build_machine(site):
+    """The index says where its records came from in counts, never by a folder."""
+    for path in site.rglob("*"):
+        if path.is_file() and path.suffix != ".png":
+            text = path.read_text()
+            for folder in (site.parent, ROOT, Path.home()):
+                assert str(folder) not in text, (path.relative_to(site), folder)
+    index = (site / "index.html").read_text()
+    assert re.search(r"Built from the archive \(\d+ records\)|Built from \d+ local records",
+                     index)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import http.server
+import re
 import threading
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -17,6 +18,7 @@ import reports
 from tests.leaderboard_inputs import catalogued
 
 GOLDEN = Path(__file__).parent / "golden"
+ROOT = Path(__file__).parent.parent
 CHROMIUM = Path("/usr/bin/chromium")
 # Headless, and none of Chromium's own connections: the machine's network is closed.
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu",
@@ -118,7 +120,7 @@ def _numbers(keys: list[str]) -> list[float]:
 
 
 def test_clicking_a_header_sorts_the_table_and_again_reverses_it(visit):
-    visit.open("index.html")
+    visit.open("tables.html")
     table = "#table-mnist"
     before = visit.column(table, "ours")
     header = visit.page.locator(f'{table} th[data-column="ours"]')
@@ -140,7 +142,7 @@ def test_clicking_a_header_sorts_the_table_and_again_reverses_it(visit):
 
 
 def test_the_notion_filter_hides_the_unticked_notions(visit):
-    visit.open("index.html")
+    visit.open("tables.html")
     rows = visit.page.locator('#table-mnist tbody tr[data-scope="label-dp"]')
     others = visit.page.locator('#table-mnist tbody tr:not([data-scope="label-dp"])')
     assert rows.count() > 0 and rows.first.is_visible()
@@ -152,7 +154,7 @@ def test_the_notion_filter_hides_the_unticked_notions(visit):
 
 
 def test_links_lead_to_a_method_page_and_a_configuration_page(visit):
-    visit.open("index.html")
+    visit.open("tables.html")
     visit.page.locator('#table-mnist a[href="methods/lp-1st.html"]').first.click()
     assert visit.page.url.endswith("/methods/lp-1st.html")
     assert visit.page.locator("h1").inner_text() == "lp-1st"
@@ -168,6 +170,72 @@ def test_links_lead_to_a_method_page_and_a_configuration_page(visit):
     assert "lp-1st" in visit.page.locator("h1").inner_text()
     body = visit.page.locator("body").inner_text()
     assert "Runs" in body and "0123456789abcdef0123456789abcdef01234567" in body
+
+
+def _means(visit, rows: str) -> list[float]:
+    return [float(text.split(" ")[0]) for text in visit.page.locator(rows).all_inner_texts()]
+
+
+def test_the_first_screen_ranks_the_methods_at_each_epsilon(browser, site):
+    visit = Visit(browser, site.as_uri() + "/")
+    visit.page.set_viewport_size({"width": 1366, "height": 768})
+    visit.open("index.html")
+    panel = visit.page.locator("section.dataset-ranking:visible")
+    assert panel.count() == 1 and panel.get_attribute("data-dataset") == "mnist"
+    family = panel.locator("div.family-ranking:visible")
+    assert family.count() == 1 and family.get_attribute("data-family") == "label-dp"
+    cards = family.locator("div.card")
+    assert cards.count() >= 2
+    for card in cards.all():
+        best = card.locator("tr.best")
+        if "reference" in card.locator(".card-head").inner_text():
+            assert best.count() == 0
+            continue
+        # One best per epsilon: the highest mean of the card, marked so.
+        assert best.count() == 1 and "best" in best.inner_text()
+        means = _means(visit, f"#{card.get_attribute('id')} tr a.ours")
+        assert means == sorted(means, reverse=True)
+        assert float(best.locator("a.ours").inner_text().split(" ")[0]) == means[0]
+    # The first ranking, with its best method, is on the first screen.
+    first = cards.first.locator("tr.best").bounding_box()
+    assert first["y"] + first["height"] <= 768
+    assert "lp-1st" in cards.first.locator("tr.best").inner_text()
+
+    visit.page.locator('#ranking-picker button[data-family="full-dp"]').click()
+    assert panel.locator("div.family-ranking:visible").get_attribute("data-family") == "full-dp"
+    assert "dp-sgd" in panel.locator("div.family-ranking:visible tr.best").first.inner_text()
+    visit.page.locator('#ranking-picker button[data-dataset="adult"]').click()
+    shown = visit.page.locator("section.dataset-ranking:visible")
+    assert shown.count() == 1 and shown.get_attribute("data-dataset") == "adult"
+    assert visit.page.locator('#ranking-picker button[data-family="label-dp"]').is_disabled()
+    tabs = visit.page.locator("#ranking-picker button[data-dataset]").all_inner_texts()
+    assert tabs[0] == "MNIST" and tabs[-1] == "Adult"
+    visit.page.close()
+    assert visit.problems == []
+
+
+PAGES = ["index.html", "tables.html", "how-to-read.html", "methods/lp-1st.html",
+         "datasets/mnist.html", "cells/07a6406b1dab21b7cd93.html"]
+
+
+def test_no_table_scrolls_sideways_at_1400_px_and_no_page_names_a_path(browser, site):
+    visit = Visit(browser, site.as_uri() + "/")
+    visit.page.set_viewport_size({"width": 1400, "height": 900})
+    for page in PAGES:
+        visit.open(page)
+        visit.page.evaluate("""() => document.querySelectorAll("details").forEach(
+            details => { details.open = true; })""")
+        wide = visit.page.evaluate("""() => [...document.querySelectorAll("table")]
+            .filter(table => table.offsetParent !== null)
+            .filter(table => table.parentElement.scrollWidth > table.parentElement.clientWidth
+                    || table.getBoundingClientRect().right > document.documentElement.clientWidth)
+            .map(table => table.id || table.className)""")
+        assert wide == [], page
+        text = visit.page.locator("body").inner_text()
+        assert str(site.parent) not in text and str(ROOT) not in text, page
+        assert not re.search(r"(^|[\s(])/(home|root|tmp|work|Users)/", text), page
+    visit.page.close()
+    assert visit.problems == []
 
 
 # From the file system every page is visited; from the web server one page of each kind

@@ -5,10 +5,7 @@ install to a row on the site beside the archive; each broken variant
 bad input stops with one line."""
 from __future__ import annotations
 
-import contextlib
-import dataclasses
 import hashlib
-import io
 import json
 import math
 import os
@@ -24,7 +21,8 @@ import pytest
 from benchmarks import bundle
 from benchmarks.cli import main
 from benchmarks.privacy import randomizers
-from plugins.installed import EXAMPLE, HERE, ROOT, dist_info, example_metadata, installed
+from plugins.installed import (EXAMPLE, HERE, ROOT, Submitted, dist_info, example_metadata,
+                               installed, submit)
 
 VARIANTS = ("privboard-example-variants", "0.0.1", {"variants": "example_variants"})
 # Every variant at epsilon 1 on digits, one seed: a run and its audited twin each.
@@ -49,32 +47,18 @@ def suite(tmp_path_factory):
         yield path
 
 
-@dataclasses.dataclass(frozen=True)
-class Submitted:
-    code: int
-    failed: list[str]  # the FAILED lines, without the word
-    err: str  # stderr: the progress bar
-    bundle: Path
-
-
 @pytest.fixture(scope="module")
 def submitted(suite, tmp_path_factory):
     """method -> its submission of the tiny suite (or of ``suite_file``, a path or a
     name), made once."""
     made: dict[tuple[str, Path | str], Submitted] = {}
 
-    def submit(method: str, suite_file: Path | str = suite) -> Submitted:
+    def submitted(method: str, suite_file: Path | str = suite) -> Submitted:
         if (method, suite_file) not in made:
-            out = tmp_path_factory.mktemp("bundles") / "bundle"
-            stdout, stderr = io.StringIO(), io.StringIO()
-            with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
-                code = main(["submit", "--method", method, "--suite", str(suite_file),
-                             "--out", str(out)])
-            failed = [line[len("FAILED "):] for line in stdout.getvalue().splitlines()
-                      if line.startswith("FAILED ")]
-            made[method, suite_file] = Submitted(code, failed, stderr.getvalue(), out)
+            made[method, suite_file] = submit(method, suite_file,
+                                              tmp_path_factory.mktemp("bundles") / "bundle")
         return made[method, suite_file]
-    return submit
+    return submitted
 
 
 def report(results: Path, out: Path, capsys, *flags: str) -> tuple[int, str]:
@@ -131,7 +115,7 @@ def test_the_example_goes_from_install_to_a_row_on_the_site(submitted, tmp_path,
         assert path.suffix != ".json" or '"diagnostics"' not in text, path
         assert not {secret for secret in secrets if secret in text}, path
 
-    index = (site / "index.html").read_text()
+    index = (site / "tables.html").read_text()
     digits = index[index.index('id="digits"'):]
     digits = digits[:digits.index("</section>")]
     assert "<strong>lp-1st</strong>" in digits  # the archive's smoke suite, beside it
@@ -183,7 +167,7 @@ def test_an_honest_self_accounted_method_passes_and_the_site_says_so(submitted, 
     site = tmp_path / "site"
     monkeypatch.setitem(sys.modules, "tensorflow", None)  # any import of it fails
     assert report(done.bundle, site, capsys, "--no-archive") == (0, "")
-    index = (site / "index.html").read_text()
+    index = (site / "tables.html").read_text()
     row = index[index.index("<strong>own-rr-knn</strong>"):]
     row = row[:row.index("</tr>")]
     assert "self-accounted" in row and "my randomized response" in row

@@ -11,35 +11,36 @@ from typing import Any
 import numpy as np
 
 from benchmarks.audit.training import CONFIDENCE, PHANTOMS, phantom_audit
-from benchmarks.privacy import Ledger, dp_sgd
+from benchmarks.privacy import Ledger
 from benchmarks.privacy.phantom_canaries import PhantomCanaries
 
 
 def audit_cell_release(cell, *, epsilon: float | None = None, seed: int = 0,
                        phantoms: int = PHANTOMS) -> dict[str, Any]:
-    """``audit_release`` at a suite cell's DP-SGD setting (its dataset's size, batch size,
-    epochs, clip norm and delta), at the cell's epsilon unless another is given."""
+    """``audit_release`` at a suite cell's DP-SGD setting: its dataset's size, its clip
+    norm, and the noise and steps its method calibrates (after any release it makes
+    besides the training), at the cell's epsilon unless another is given."""
     from benchmarks import datasets
+    from benchmarks.contract import Budget
     from benchmarks.registry import get_method
 
-    h = get_method(cell.method).defaults | cell.hparams
-    return audit_release(
-        dataset_size=len(datasets.load(cell.dataset).train.y), batch_size=h["batch_size"],
-        epochs=h["epochs"], clip_norm=h["clip_norm"],
-        epsilon=cell.epsilon if epsilon is None else epsilon, delta=cell.delta, seed=seed,
-        phantoms=phantoms)
+    method = get_method(cell.method)(
+        Budget(cell.epsilon if epsilon is None else epsilon, cell.delta), **cell.hparams)
+    dataset_size = len(datasets.load(cell.dataset).train.y)
+    return audit_release(method.calibration(dataset_size), dataset_size=dataset_size,
+                         clip_norm=method.hparams["clip_norm"], delta=cell.delta, seed=seed,
+                         phantoms=phantoms)
 
 
-def audit_release(*, dataset_size: int, batch_size: int, epochs: float, clip_norm: float,
-                  epsilon: float, delta: float, seed: int = 0,
-                  phantoms: int = PHANTOMS) -> dict[str, Any]:
+def audit_release(calibration: dict[str, Any], *, dataset_size: int, clip_norm: float,
+                  delta: float, seed: int = 0, phantoms: int = PHANTOMS) -> dict[str, Any]:
     """The release audit (benchmarks.audit.training.phantom_audit) of one run of the
-    mechanism with ``phantoms`` canaries, their coins and the noise drawn from ``seed``."""
+    mechanism calibrated as ``calibration`` (benchmarks.privacy.dp_sgd.calibrate) with
+    ``phantoms`` canaries, their coins and the noise drawn from ``seed``."""
     import tensorflow as tf
 
     from benchmarks.privacy.noisy_clipped_sum import NoisyClippedSum
 
-    calibration = dp_sgd.calibrate(epsilon, delta, dataset_size, batch_size, epochs)
     rng = np.random.default_rng(seed)
     ledger = Ledger()
     ledger.phantoms = PhantomCanaries(rng.integers(0, 2, size=phantoms).astype(bool))

@@ -16,8 +16,11 @@ import math
 import numbers
 from typing import Any
 
+import numpy as np
+
 from benchmarks.privacy.errors import InputError
-from benchmarks.privacy.rdp import sampled_gaussian_epsilon, sampled_gaussian_pld_epsilon
+from benchmarks.privacy.rdp import (ORDERS, epsilon_from_rdp, sampled_gaussian_pld_epsilon,
+                                    sampled_gaussian_rdp)
 
 # The binary search over the noise multiplier stays inside this range; a budget that no
 # multiplier in it meets is reported as unmeetable rather than silently clamped.
@@ -55,19 +58,49 @@ def validate(epsilon: float, delta: float, dataset_size: int, batch_size: int,
 
 
 def calibrate(epsilon: float, delta: float, dataset_size: int, batch_size: int,
-              epochs: float) -> dict[str, Any]:
+              epochs: float, spent_rdp: np.ndarray | None = None) -> dict[str, Any]:
     """The smallest noise multiplier (to 0.01%) whose RDP epsilon is <= ``epsilon``.
 
-    Returns noise_multiplier, steps, sampling_rate, epsilon_rdp, epsilon_pld and delta.
-    Raises InputError before any search when the input is invalid, and when no noise
-    multiplier in SIGMA_RANGE meets the target.
+    ``spent_rdp``: the RDP curve (at rdp.ORDERS) of releases of the same records made
+    besides the training (a normalisation's noisy statistics); the training composes
+    with it, and gets what the budget leaves.
+
+    Returns noise_multiplier, steps, sampling_rate, epsilon_rdp, epsilon_pld and delta;
+    with ``spent_rdp`` the RDP epsilon is that of the composition, and the PLD epsilon
+    (of the training alone) is None. Raises InputError before any search when the input
+    is invalid, and when no noise multiplier in SIGMA_RANGE meets the target.
     """
     validate(epsilon, delta, dataset_size, batch_size, epochs)
     rate = batch_size / dataset_size
     steps = steps_for(dataset_size, batch_size, epochs)
+    sigma = noise_multiplier_for(epsilon, delta, rate, steps, spent_rdp)
+    return {
+        "noise_multiplier": sigma,
+        "steps": steps,
+        "sampling_rate": rate,
+        "epsilon_rdp": total_epsilon(sigma, rate, steps, delta, spent_rdp),
+        "epsilon_pld": (sampled_gaussian_pld_epsilon(sigma, rate, steps, delta)
+                        if spent_rdp is None else None),
+        "delta": delta,
+    }
+
+
+def total_epsilon(sigma: float, rate: float, steps: int, delta: float,
+                  spent_rdp: np.ndarray | None = None) -> float:
+    """The RDP epsilon of the training composed with ``spent_rdp`` (none: alone)."""
+    spent = np.zeros_like(ORDERS) if spent_rdp is None else np.asarray(spent_rdp)
+    return epsilon_from_rdp(sampled_gaussian_rdp(sigma, rate, steps) + spent, delta)[0]
+
+
+def noise_multiplier_for(epsilon: float, delta: float, rate: float, steps: int,
+                         spent_rdp: np.ndarray | None = None) -> float:
+    """The smallest noise multiplier (to 0.01%) whose RDP epsilon after ``steps`` steps
+    at sampling rate ``rate``, composed with ``spent_rdp``, is <= ``epsilon`` (as a
+    library's data loader sets them). InputError when no noise multiplier in SIGMA_RANGE
+    meets it."""
 
     def meets(sigma: float) -> bool:
-        return sampled_gaussian_epsilon(sigma, rate, steps, delta) <= epsilon
+        return total_epsilon(sigma, rate, steps, delta, spent_rdp) <= epsilon
 
     # Bracket in factors of 4 from sigma = 1 (usual budgets need 0.5-5), since the RDP
     # accountant is slowest at large sigma.
@@ -91,14 +124,7 @@ def calibrate(epsilon: float, delta: float, dataset_size: int, batch_size: int,
     while high / low > 1 + SIGMA_RELATIVE_TOLERANCE:
         middle = math.sqrt(low * high)  # bisect in log space: the range spans decades
         low, high = (low, middle) if meets(middle) else (middle, high)
-    return {
-        "noise_multiplier": high,
-        "steps": steps,
-        "sampling_rate": rate,
-        "epsilon_rdp": sampled_gaussian_epsilon(high, rate, steps, delta),
-        "epsilon_pld": sampled_gaussian_pld_epsilon(high, rate, steps, delta),
-        "delta": delta,
-    }
+    return high
 
 
 # --- the command: privboard privacy dp-sgd --------------------------------------------

@@ -54,10 +54,12 @@ class DPSGDStep:
 def fit(model: tf.keras.Model, x: np.ndarray, labels: np.ndarray, *, steps: int,
         sampling_rate: float, noise_multiplier: float, clip_norm: float, peak_lr: float,
         warmup: float, momentum: float, seed: int, ledger: Ledger,
-        progress: Callable[[str], None] = lambda message: None, label: str = "") -> None:
+        progress: Callable[[str], None] = lambda message: None, label: str = "",
+        schedule: str = "linear") -> None:
     """Train ``model`` (logits out) with DP-SGD for ``steps`` Poisson-sampled steps,
-    charged to ``ledger`` before the first step."""
-    optimizer = tf.keras.optimizers.SGD(WarmupSchedule(peak_lr, steps, warmup),
+    charged to ``ledger`` before the first step; the learning rate follows ``schedule``
+    (a WarmupSchedule decay) after the warm-up."""
+    optimizer = tf.keras.optimizers.SGD(WarmupSchedule(peak_lr, steps, warmup, schedule),
                                         momentum=momentum)
     mechanism = NoisyClippedSum(ledger, dataset_size=len(labels), sampling_rate=sampling_rate,
                                 noise_multiplier=noise_multiplier, clip_norm=clip_norm,

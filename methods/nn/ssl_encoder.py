@@ -18,7 +18,6 @@ import hashlib
 import json
 import math
 import time
-import warnings
 from pathlib import Path
 from typing import Any, Callable
 
@@ -27,6 +26,7 @@ import tensorflow as tf
 
 from benchmarks.atomic import atomic_write
 from benchmarks.tf_runtime import numerics
+from methods.cache_entries import content_digest as _digest, read_checked
 from methods.nn import models, training
 
 # Part of every cache key: raise it whenever training, augmentation or the stored format
@@ -284,18 +284,6 @@ def cache_folder(data_dir: Path | str) -> Path:
     return Path(data_dir) / "cache" / "encoders"
 
 
-def _digest(*parts: str | np.ndarray) -> str:
-    h = hashlib.sha256()
-    for part in parts:
-        if isinstance(part, str):
-            h.update(f"str {len(part)}\n{part}".encode())
-        else:
-            array = np.ascontiguousarray(part)
-            h.update(f"array {array.dtype.str} {array.shape}\n".encode())
-            h.update(array.data)
-    return h.hexdigest()
-
-
 def _cache_key(x_train: np.ndarray, seed: int, settings: dict[str, Any]) -> str:
     """The canonical JSON of everything the training depends on. The dataset's
     fingerprint is the digest of its training inputs (the encoder sees nothing else), so
@@ -328,25 +316,18 @@ def _write_entry(path: Path, key: str, entry: _Entry) -> None:
 
 def _read_entry(path: Path, key: str) -> _Entry | None:
     """The cached entry, or None if there is none or it fails its stored fingerprint."""
-    if not path.is_file():
-        return None
-    try:
-        with np.load(path, allow_pickle=False) as stored:
-            count = sum(name.startswith("weight_") for name in stored.files)
-            weights = [stored[f"weight_{i}"] for i in range(count)]
-            entry = _Entry(stored["train"], weights, float(stored["train_seconds"]),
-                           str(stored["fingerprint"]))
-            intact = (str(stored["key"]) == key
-                      and entry.fingerprint == _fingerprint(key, entry.train, weights))
-    except Exception as error:  # any unreadable file is treated like a corrupt one
-        reason = f"unreadable ({type(error).__name__})"
-        intact = False
-    else:
-        reason = "its content does not match its stored fingerprint"
-    if not intact:
-        warnings.warn(f"ignoring encoder cache {path}: {reason}; training anew", stacklevel=3)
-        return None
-    return entry
+    def read(stored) -> _Entry:
+        count = sum(name.startswith("weight_") for name in stored.files)
+        weights = [stored[f"weight_{i}"] for i in range(count)]
+        return _Entry(stored["train"], weights, float(stored["train_seconds"]),
+                      str(stored["fingerprint"]))
+
+    def intact(stored, entry: _Entry) -> bool:
+        return (str(stored["key"]) == key
+                and entry.fingerprint == _fingerprint(key, entry.train, entry.weights))
+
+    return read_checked(path, read, intact, what="encoder cache", check="fingerprint",
+                        otherwise="training anew")
 
 
 def encoder_features(x_train: np.ndarray, x_test: np.ndarray | None, *,

@@ -18,12 +18,13 @@ def seed_everything(seed: int) -> None:
 class WarmupSchedule(tf.keras.optimizers.schedules.LearningRateSchedule):
     """The label-DP paper's schedules: linear from 0 to ``peak`` over the first
     ``warmup`` fraction of steps, then either linear to 0 at the end ("linear", MNIST)
-    or constant with a 10x decay at 30%, 60% and 90% of the steps ("piecewise", CIFAR)."""
+    or constant with a 10x decay at 30%, 60% and 90% of the steps ("piecewise", CIFAR);
+    or ``peak`` throughout after the warm-up ("constant", Tramer and Boneh's DP-SGD)."""
 
     def __init__(self, peak: float, total_steps: int, warmup: float,
                  decay: str = "linear") -> None:
-        if decay not in ("linear", "piecewise"):
-            raise ValueError(f"unknown schedule {decay!r}; use linear or piecewise")
+        if decay not in ("linear", "piecewise", "constant"):
+            raise ValueError(f"unknown schedule {decay!r}; use linear, piecewise or constant")
         self.peak = float(peak)
         self.total_steps = int(total_steps)
         self.warmup = float(warmup)
@@ -36,6 +37,8 @@ class WarmupSchedule(tf.keras.optimizers.schedules.LearningRateSchedule):
         if self.decay == "linear":
             after = self.peak * (self.total_steps - step) / max(
                 1, self.total_steps - self.warmup_steps)
+        elif self.decay == "constant":
+            after = tf.constant(self.peak)
         else:
             passed = sum(tf.cast(step >= f * self.total_steps, tf.float32)
                          for f in (0.3, 0.6, 0.9))

@@ -1,4 +1,4 @@
-// Sortable tables and the privacy-notion filter of the leaderboard site.
+// Sortable tables, the privacy-notion filter and the ranking's picker of the leaderboard site.
 // A classic script with no imports and no requests, so it runs from file:// as well as
 // from a static host. Without it every table is still complete, in the builder's order.
 (function () {
@@ -53,6 +53,71 @@
     });
   });
 
+  // The ranking shows one dataset and one privacy family at a time, picked with two rows
+  // of tabs; a dataset lacking the picked family shows its first one. The lines past the
+  // first few of a ranking fold under a button. Without the script, everything shows.
+  var picker = document.getElementById("ranking-picker");
+  var panels = document.querySelectorAll("section.dataset-ranking");
+  if (picker && panels.length) {
+    var datasetTabs = picker.querySelectorAll("button[data-dataset]");
+    var familyTabs = picker.querySelectorAll("button[data-family]");
+    var state = { dataset: panels[0].getAttribute("data-dataset"), family: "" };
+    var show = function () {
+      var panel = document.getElementById("rank-" + state.dataset);
+      var families = panel.getAttribute("data-families").split(" ");
+      if (families.indexOf(state.family) < 0) {
+        state.family = families[0];
+      }
+      Array.prototype.forEach.call(panels, function (other) {
+        other.hidden = other !== panel;
+      });
+      Array.prototype.forEach.call(panel.querySelectorAll("div.family-ranking"), function (div) {
+        div.hidden = div.getAttribute("data-family") !== state.family;
+      });
+      Array.prototype.forEach.call(datasetTabs, function (tab) {
+        tab.setAttribute("aria-selected", String(tab.getAttribute("data-dataset") === state.dataset));
+      });
+      Array.prototype.forEach.call(familyTabs, function (tab) {
+        var family = tab.getAttribute("data-family");
+        tab.disabled = families.indexOf(family) < 0;
+        tab.setAttribute("aria-selected", String(family === state.family));
+      });
+    };
+    Array.prototype.forEach.call(datasetTabs, function (tab) {
+      tab.addEventListener("click", function () {
+        state.dataset = tab.getAttribute("data-dataset");
+        show();
+      });
+    });
+    Array.prototype.forEach.call(familyTabs, function (tab) {
+      tab.addEventListener("click", function () {
+        state.family = tab.getAttribute("data-family");
+        show();
+      });
+    });
+    var wanted = window.location.hash.slice(1);
+    Array.prototype.forEach.call(panels, function (panel) {
+      if (panel.id === wanted) {
+        state.dataset = panel.getAttribute("data-dataset");
+      }
+    });
+    Array.prototype.forEach.call(document.querySelectorAll("tbody.more"), function (more) {
+      var button = document.createElement("button");
+      button.type = "button";
+      button.className = "more";
+      button.textContent = "+ " + more.getAttribute("data-count") + " more";
+      button.addEventListener("click", function () {
+        more.hidden = !more.hidden;
+        button.textContent = (more.hidden ? "+ " : "− ") + more.getAttribute("data-count") +
+          (more.hidden ? " more" : " fewer");
+      });
+      more.hidden = true;
+      more.parentNode.parentNode.appendChild(button);
+    });
+    picker.hidden = false;
+    show();
+  }
+
   // The filter shows the lines whose notion scope (data-scope) is ticked and says how
   // many lines of each table are shown.
   var filter = document.getElementById("notion-filter");
@@ -71,7 +136,7 @@
         visible += line.hidden ? 0 : 1;
       });
       var count = document.getElementById(table.id + "-count");
-      count.textContent = visible + " of " + table.tBodies[0].rows.length + " rows shown";
+      if (count) count.textContent = visible + " of " + table.tBodies[0].rows.length + " rows shown";
     });
   }
   filter.hidden = false;

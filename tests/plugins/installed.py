@@ -5,6 +5,8 @@ as it does for a package installed from PyPI."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import io
 import sys
 import tomllib
 from pathlib import Path
@@ -13,10 +15,12 @@ from typing import Iterator
 import pytest
 
 from benchmarks import registry
+from benchmarks.cli import main
 from benchmarks.contract import _REGISTRY
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 EXAMPLE = ROOT / "examples" / "uniform-rr-plugin"
+OPACUS_EXAMPLE = ROOT / "examples" / "opacus-plugin"
 HERE = Path(__file__).resolve().parent
 
 
@@ -31,9 +35,9 @@ def dist_info(site: Path, name: str, version: str, entry_points: dict[str, str])
         + "".join(f"{key} = {value}\n" for key, value in entry_points.items()))
 
 
-def example_metadata() -> tuple[str, str, dict[str, str]]:
-    """The example package's name, version and privboard entry points, from its pyproject."""
-    project = tomllib.loads((EXAMPLE / "pyproject.toml").read_text())["project"]
+def example_metadata(example: Path = EXAMPLE) -> tuple[str, str, dict[str, str]]:
+    """An example package's name, version and privboard entry points, from its pyproject."""
+    project = tomllib.loads((example / "pyproject.toml").read_text())["project"]
     return (project["name"], project["version"],
             project["entry-points"][registry.ENTRY_POINT_GROUP])
 
@@ -61,3 +65,21 @@ def installed(site: Path, packages: dict[str, tuple[str, str, dict[str, str]]]
             for name, method in list(_REGISTRY.items()):
                 if method.__module__ in theirs:
                     del _REGISTRY[name]
+
+
+@dataclasses.dataclass(frozen=True)
+class Submitted:
+    code: int
+    failed: list[str]  # the FAILED lines, without the word
+    err: str  # stderr: the progress bar
+    bundle: Path
+
+
+def submit(method: str, suite: Path | str, out: Path) -> Submitted:
+    """``privboard submit`` of ``method`` on ``suite`` (a path or a name) into ``out``."""
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        code = main(["submit", "--method", method, "--suite", str(suite), "--out", str(out)])
+    failed = [line[len("FAILED "):] for line in stdout.getvalue().splitlines()
+              if line.startswith("FAILED ")]
+    return Submitted(code, failed, stderr.getvalue(), out)

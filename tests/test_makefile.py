@@ -1,0 +1,25 @@
+"""A fresh clone without Python 3.11: `make bench` and `make test` say so in one line,
+naming ways to get it, instead of a shell error."""
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make here")
+@pytest.mark.parametrize("target", ["bench", "test"])
+def test_a_missing_python_is_one_line_naming_ways_to_get_it(tmp_path, target):
+    for name in ("Makefile", "pyproject.toml", "constraints.txt"):
+        shutil.copy(ROOT / name, tmp_path)
+    done = subprocess.run(["make", target, "PYTHON=python3.11-not-here"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    ours = [line for line in done.stderr.splitlines() if not line.startswith("make")]
+    assert len(ours) == 1, done.stderr
+    assert ours[0].startswith("no python3.11-not-here here: privboard needs Python 3.11")
+    for way in ("pyenv", "deadsnakes", "conda", "uv python install", "< 3.12"):
+        assert way in ours[0], way
+    assert not (tmp_path / ".venv").exists()

@@ -1,0 +1,63 @@
+"""The first screen's ranking: per dataset (the most used first, Adult last) and privacy
+family, our configurations at each epsilon, best first; any new row takes its place."""
+import math
+
+import pandas as pd
+import pytest
+
+import privboard
+from reports.ranking import rankings
+from tests.leaderboard_inputs import catalogued
+from tests.test_report import GOLDEN
+
+
+@pytest.fixture(scope="module")
+def rows(tmp_path_factory):
+    records = catalogued(GOLDEN / "records", tmp_path_factory.mktemp("ranking") / "records")
+    return privboard.load_rows(results=records, archive=None)
+
+
+def _best(ranking):
+    return [line for line in ranking["lines"] + ranking["folded"] if line["best"]]
+
+
+def test_each_epsilon_ranks_best_first_and_marks_one_best(rows):
+    datasets = rankings(rows)
+    names = [dataset["name"] for dataset in datasets]
+    assert names[0] == "mnist" and names[-1] == "adult"
+    mnist = datasets[0]
+    assert [family["key"] for family in mnist["families"]] == ["label-dp", "full-dp"]
+    label_dp = mnist["families"][0]["rankings"]
+    assert [ranking["epsilon"] for ranking in label_dp] == [1.0, 2.0]
+    for ranking in label_dp:
+        means = [line["mean"] for line in ranking["lines"]]
+        assert means == sorted(means, reverse=True)
+        assert _best(ranking) == [ranking["lines"][0]]
+    at_1 = next(line for line in label_dp[0]["lines"] if line["n"] == 2)
+    assert (at_1["method"], at_1["mean"], at_1["badge"]) == (
+        "lp-1st", 95.0, "label-DP · sub · pure")
+    assert at_1["paper"]["value"] == 95.34 and at_1["audit"]["strongest"] == 0.84
+    reference = mnist["reference"]
+    assert [r["epsilon"] for r in reference] == [math.inf] and not _best(reference[0])
+
+
+def test_a_refuted_configuration_is_never_the_best(rows):
+    adult = rankings(rows)[-1]
+    (ranking,) = adult["families"][0]["rankings"]
+    refuted = [line for line in ranking["lines"] if line["refuted"]]
+    assert refuted and not any(line["best"] for line in refuted)
+    assert len(_best(ranking)) == 1
+
+
+def test_a_new_method_on_a_new_model_and_suite_takes_its_place(rows):
+    mine = rows[(rows.dataset == "mnist") & (rows.method == "lp-1st") & (rows.n > 0)
+                & (rows.epsilon == 1)].iloc[[0]]
+    new = mine.assign(method="alibi", model="small-cnn", suite="label-dp-small",
+                      cell="new-cell", mean=99.0)
+    ranking = rankings(pd.concat([rows, new], ignore_index=True))[0]["families"][0]
+    first = ranking["rankings"][0]["lines"][0]
+    assert (first["method"], first["model"], first["suite"], first["best"]) == (
+        "alibi", "small-cnn", "label-dp-small", True)
+    smoke = new.assign(suite="smoke", cell="smoke-cell", mean=100.0)
+    ranking = rankings(pd.concat([rows, smoke], ignore_index=True))[0]["families"][0]
+    assert ranking["rankings"][0]["lines"][0]["suite"] != "smoke"
