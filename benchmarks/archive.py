@@ -143,7 +143,10 @@ def listed_records(folder: Path, listed: dict[str, dict[str, Any]], manifest: Pa
         except OSError:
             raise error(f"{what} {path}, listed in its manifest, is missing "
                         f"or unreadable") from None
-        if digest(text) != entry.get("sha256"):
+        if not entry.get("sha256"):
+            raise error(f"{what} {path} has no digest in {manifest}: it cannot be "
+                        f"checked, so it is refused")
+        if digest(text) != entry["sha256"]:
             raise error(f"{what} {path} does not match its digest in {manifest}: it was "
                         f"changed after it was written")
         try:

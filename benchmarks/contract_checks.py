@@ -6,16 +6,21 @@ run can honour, fits a tiny dataset of its task deterministically for a fixed se
 predicts probabilities, and its privacy is what its ledger composes: within the budget,
 of the kind its notion declares, with every mechanism of the privacy layer charged to the
 run's ledger, covering every step the known outside DP libraries were seen to run
-(benchmarks.library_watch), and with no influence from any data that no charge covers.
+(benchmarks.library_watch), with no influence from any data that no charge covers, and
+with its model a function of what the layer released alone: refitted on altered private
+data while the layer hands back the first fit's releases (benchmarks.privacy.replay), it
+predicts exactly as before.
 
-Each check returns nothing when it holds and raises ContractBreach, one line with the
-figure that failed, when it does not.
+Each check returns nothing (or a line saying what it found, when that is worth keeping)
+when it holds and raises ContractBreach, one line with the figure that failed, when it
+does not.
 """
 from __future__ import annotations
 
 import dataclasses
 import json
 import math
+import time
 from typing import Callable
 
 import numpy as np
@@ -24,7 +29,7 @@ from benchmarks import datasets, library_watch
 from benchmarks.contract import Budget, Method, Split
 from benchmarks.errors import InputError, public_error
 from benchmarks.ledger_watch import Seen, watch
-from benchmarks.privacy import Accountant, Kind, Neighbours, Protects
+from benchmarks.privacy import Accountant, Kind, Neighbours, PrivacyNotion, Protects, replay
 
 TINY_TRAIN, TINY_TEST = 240, 60
 TINY_DATASETS = {"image": "digits", "tabular": "breast-cancer"}
@@ -53,6 +58,8 @@ class Fitted:
     evaluated: int  # test examples predicted (those not taken as public inputs)
     train: Split
     seen: Seen  # the layer's mechanisms the fit ran, and who charged its ledger
+    tape: replay.Tape  # the layer's releases in the fit, in order
+    seconds: float  # the fit's time, from making the method to its predictions
 
 
 def tiny_task(method: type[Method]) -> str:
@@ -86,21 +93,26 @@ def budget_for(method: type[Method]) -> Budget | None:
     return None
 
 
-def fit(method: type[Method], seed: int = SEED, train: Split | None = None) -> Fitted:
+def fit(method: type[Method], seed: int = SEED, train: Split | None = None,
+        releases: replay.Tape | None = None) -> Fitted:
     """Fit on the tiny data as the runner would: a method that takes public inputs gets
-    the leading test inputs and is evaluated on the rest."""
+    the leading test inputs and is evaluated on the rest. Its releases are recorded, or,
+    given ``releases``, replayed from them."""
     task = tiny_task(method)
     tiny_train, test_x, k = tiny_data(task, binary=getattr(method, "binary_only", False))
     budget = budget_for(method)
     if budget is None:
         raise ContractBreach("runs neither at epsilon 1 nor at inf")
     train = tiny_train if train is None else train
-    with watch() as seen:
+    start = time.perf_counter()
+    taped = replay.record() if releases is None else replay.replay(releases)
+    with watch() as seen, taped as tape:
         m = method(budget, seed=seed, **method.tiny_hparams)
         public = m.public_part(TINY_DATASETS[task], len(test_x))
         m.fit(train, k, **({"public_x": test_x[:public]} if public else {}))
         proba = m.predict_proba(test_x[public:])
-    return Fitted(m, budget, proba, k, len(test_x) - public, train, seen)
+    return Fitted(m, budget, proba, k, len(test_x) - public, train, seen, tape,
+                  time.perf_counter() - start)
 
 
 # ----- checks on the class -------------------------------------------------------------
@@ -238,6 +250,68 @@ def check_uncharged_data_has_no_influence(fitted: Fitted) -> None:
                              f"no charge touches changed, a probability moved by {gap:.3g}")
 
 
+def check_replays(fitted: Fitted) -> str:
+    """Refit with the same seed on altered private data (every label under label-DP, a
+    block of whole records under full DP), the layer's mechanisms handing back the first
+    fit's releases in order: every prediction must be exactly the same. A method that
+    reads private data beside the layer fails, on the first prediction that moved.
+    Returns what was replayed and its time, or why the fit cannot be replayed."""
+    m = fitted.model
+    notion = m.notion_for(fitted.budget, m.hparams)
+    why = not_replayable(fitted, notion)
+    if why:
+        return f"not replayable: {why}"
+    altered, what = altered_private_data(fitted.train, notion, fitted.num_classes)
+    recorded = len(fitted.tape.releases)
+    replayed = f"{recorded} release{'' if recorded == 1 else 's'}"
+    leak = f"reads private data beside the layer's releases: with the {what} altered"
+    try:
+        again = fit(type(m), seed=m.seed, train=altered, releases=fitted.tape)
+    except replay.ReplayMismatch as err:
+        raise ContractBreach(f"{leak}, {err}") from None
+    moved = np.flatnonzero(np.any(again.proba != fitted.proba, axis=1))
+    if moved.size:
+        i = int(moved[0])
+        raise ContractBreach(
+            f"{leak} and the {replayed} replayed, the prediction for test input {i} moved "
+            f"from {_rounded(fitted.proba[i])} to {_rounded(again.proba[i])} ({moved.size} "
+            f"of {len(fitted.proba)} moved)")
+    if again.tape.position != recorded:
+        raise ContractBreach(f"{leak}, the fit took {again.tape.position} of the "
+                             f"{replayed} recorded")
+    return (f"{replayed} of {', '.join(fitted.tape.mechanisms()) or 'no mechanism'} "
+            f"replayed with the {what} altered: identical predictions (the replayed fit "
+            f"took {again.seconds:.1f} s, the fit {fitted.seconds:.1f} s)")
+
+
+def not_replayable(fitted: Fitted, notion: PrivacyNotion) -> str:
+    """Why the fit's model need not be a function of the layer's releases alone, or ""."""
+    if not notion.private:
+        return "non-private, it claims nothing"
+    own = fitted.seen.own_charges(fitted.model.ctx.ledger)
+    if own:
+        return (f"self-accounted (it charges {', '.join(own)} itself, with noise drawn "
+                f"outside the layer)")
+    return "; ".join(dict.fromkeys(fitted.tape.unreplayable))
+
+
+def altered_private_data(train: Split, notion: PrivacyNotion, k: int) -> tuple[Split, str]:
+    """The training set with what ``notion`` protects changed: every label shifted by one
+    class, or, under full DP, the first half of the records replaced by the second half's
+    inputs in reverse order with their labels shifted."""
+    x, y = train.x.copy(), train.y.copy()
+    if notion.protects is Protects.RECORDS:
+        half = len(y) // 2
+        x[:half] = x[len(y) - half:][::-1]
+        y[:half] = (y[:half] + 1) % k
+        return Split(x, y), f"first {half} records"
+    return Split(x, (y + 1) % k), "labels"
+
+
+def _rounded(proba: np.ndarray) -> str:
+    return "[" + ", ".join(f"{p:.4g}" for p in proba) + "]"
+
+
 ON_THE_CLASS: tuple[tuple[str, Callable[[type[Method]], None]], ...] = (
     ("declares its privacy notion", check_declares_notion),
     ("refuses unknown hyperparameters", check_refuses_unknown_settings),
@@ -253,28 +327,29 @@ ON_A_FIT: tuple[tuple[str, Callable[[Fitted], None]], ...] = (
     ("is deterministic for a fixed seed", check_deterministic),
     ("gives no influence to data that no charge covers",
      check_uncharged_data_has_no_influence),
+    ("depends on private data only through the privacy layer's releases", check_replays),
 )
 
 
-def run_all(method: type[Method]) -> list[tuple[str, str]]:
-    """Every check on ``method``: (check, "" when it holds, else the line that failed).
-    An exception the method raises fails the check it broke, by its public line; the
-    checks on a fit stop at a fit that raises."""
-    outcomes = [(name, _outcome(check, method)) for name, check in ON_THE_CLASS]
+def run_all(method: type[Method]) -> list[tuple[str, str, str]]:
+    """Every check on ``method``: (check, "" when it holds, else the line that failed,
+    what a check that held found). An exception the method raises fails the check it
+    broke, by its public line; the checks on a fit stop at a fit that raises."""
+    outcomes = [(name, *_outcome(check, method)) for name, check in ON_THE_CLASS]
     try:
         fitted = fit(method)
     except Exception as err:  # noqa: BLE001 (anything the method raises is a failure)
-        return outcomes + [("fits the tiny data", _failure(err))]
-    return outcomes + [("fits the tiny data", "")] + [
-        (name, _outcome(check, fitted)) for name, check in ON_A_FIT]
+        return outcomes + [("fits the tiny data", _failure(err), "")]
+    return outcomes + [("fits the tiny data", "", "")] + [
+        (name, *_outcome(check, fitted)) for name, check in ON_A_FIT]
 
 
-def _outcome(check: Callable, argument) -> str:
+def _outcome(check: Callable, argument) -> tuple[str, str]:
     try:
-        check(argument)
+        found = check(argument)
     except Exception as err:  # noqa: BLE001
-        return _failure(err)
-    return ""
+        return _failure(err), ""
+    return "", found or ""
 
 
 def _failure(err: Exception) -> str:

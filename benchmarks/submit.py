@@ -5,7 +5,9 @@ The method is one an installed package registered through the ``privboard.method
 entry point. The command
 
 1. runs the method contract on the tiny data (benchmarks.contract_checks, the checks the
-   tests run on privboard's own methods);
+   tests run on privboard's own methods), the replay check among them: a method whose
+   mechanisms the privacy layer runs is refitted on altered private data with the first
+   fit's releases handed back, and must predict exactly as before;
 2. runs the suite's cells of the method (or, for a suite that names it nowhere, such as
    one of ours, the method with its defaults on the suite's datasets, epsilons and
    seeds), and an audited twin of each private configuration (benchmarks.audit.training:
@@ -57,6 +59,7 @@ class Check:
     check: str
     scope: str  # the method contract and the check, or the cell it was made on
     line: str = ""  # the failure with its figure; "" when the check holds
+    found: str = ""  # what a check that holds found, when it says (what it could replay)
 
     @property
     def passed(self) -> bool:
@@ -64,7 +67,8 @@ class Check:
 
     def as_dict(self) -> dict[str, Any]:
         return {"check": self.check, "scope": self.scope, "passed": self.passed,
-                "line": f"{self.scope}: {self.line}" if self.line else ""}
+                "line": f"{self.scope}: {self.line}" if self.line else "",
+                "found": self.found}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -103,8 +107,11 @@ def run(args: argparse.Namespace) -> int:
 
     print(f"submitting {method.name} of {plugin.package} {plugin.version}: the method "
           f"contract, then {len(cells)} cell(s) of suite {suite.name}")
-    checks = [Check(name, f"the method contract ({name})", line)
-              for name, line in contract_checks.run_all(method)]
+    checks = [Check(name, f"the method contract ({name})", line, found)
+              for name, line, found in contract_checks.run_all(method)]
+    for check in checks:
+        if check.found:  # such as what the replay check replayed, or why it could not
+            print(f"{check.scope}: {check.found}")
     records: list[RunRecord] = []
     own_charges: list[str] = []
     observed: list[str] | None = None

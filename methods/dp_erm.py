@@ -23,7 +23,7 @@ from benchmarks.contract import Budget, Method, Split
 from benchmarks.errors import InputError
 from benchmarks.privacy import (Accountant, Kind, Neighbours, PrivacyNotion, Protects,
                                 Touches, Unprotected, records)
-from benchmarks.privacy.erm_noise import (exponential_mechanism, objective_perturbation_noise,
+from benchmarks.privacy.erm_noise import (exponential_mechanism, objective_perturbation,
                                           output_perturbation)
 from methods.erm_solver import ErmSolution, MarginLoss, minimise_erm
 from methods.random_features import RandomFourierFeatures, check_rbf_params, draw_rbf_features
@@ -239,11 +239,12 @@ class DpErmObjective(DpErm):
     def _train_private(self, features, signs, regularization, rng, touched) -> _Fit:
         n, dim = features.shape
         c = self.loss.curvature_bound
-        noise, calibration = objective_perturbation_noise(
+        solution, noise, calibration = objective_perturbation(
             self.ctx.ledger, dim, epsilon=self.budget.epsilon, regularization=regularization,
-            curvature_bound=c, rng=rng, touches=touched)
+            curvature_bound=c, rng=rng, touches=touched,
+            minimise=lambda noise, calibration: self._minimise(
+                features, signs, regularization + calibration.extra_regularization, noise / n))
         strong_convexity = regularization + calibration.extra_regularization
-        solution = self._minimise(features, signs, strong_convexity, noise / n)
         details = {"Lambda": regularization, "n": n, "c": c, "beta": calibration.beta,
                    "Delta": calibration.extra_regularization,
                    "epsilon_prime": calibration.epsilon_prime}

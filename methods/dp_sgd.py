@@ -5,7 +5,7 @@ The noise multiplier is the smallest (to 0.01%) whose RDP epsilon over the run's
 meets the target (benchmarks.privacy.dp_sgd); the loop samples exactly as that
 accountant assumes (methods.nn.dp_training). Per-example clipping uses
 tensorflow-privacy's fast-clipping registry, extended to Conv2D and GroupNorm
-(methods.nn.fast_clipping).
+(benchmarks.privacy.fast_clipping), owned by the privacy layer's mechanism.
 
 With ``pretrain = "cifar100"`` the model is first trained non-privately on the public
 CIFAR-100, its head replaced, and then every layer is fine-tuned with DP-SGD (Abadi et

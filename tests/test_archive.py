@@ -114,6 +114,17 @@ def test_a_hand_edited_or_corrupt_file_is_refused_naming_it(store, capsys, chang
     assert str(path) in line and message in line
 
 
+@pytest.mark.parametrize("keep_digest", [True, False], ids=["edited", "honest"])
+def test_a_file_listed_without_a_digest_is_refused_naming_it(store, capsys, keep_digest):
+    path = _edit(store, lambda r: r["metrics"].update(accuracy_pct=99.0), keep_digest)
+    manifest_path = store / "smoke" / archive.MANIFEST
+    manifest = json.loads(manifest_path.read_text())
+    del manifest["records"][path.name]["sha256"]
+    manifest_path.write_text(json.dumps(manifest))
+    line = _refused(store, capsys)
+    assert str(path) in line and "has no digest" in line
+
+
 def test_an_unlisted_or_missing_file_is_refused(store, capsys):
     stray = store / "smoke" / "0123456789abcdef0123.json"
     shutil.copy(store / "smoke" / f"{CELL}.json", stray)

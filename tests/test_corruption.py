@@ -121,3 +121,58 @@ def test_no_noise_is_identity_with_infinite_epsilon():
     states = np.arange(256, dtype=np.uint8)
     same = corruption.randomise_pixels(states, 0.0, np.random.default_rng(1))
     assert np.array_equal(same, states)
+
+
+# ----- the release itself: corrupt() flips at the probability it charges -------------
+
+GRID = 2 ** 16  # uniform draws k / GRID: a flip probability is read to within 1 / GRID
+
+
+class GridDraws:
+    """A generator whose uniform draws for the labels are the grid k / GRID, each label
+    once with every draw; the pixels' draws keep every pixel."""
+
+    def random(self, shape):
+        if len(shape) == 1:
+            return np.tile(np.arange(GRID) / GRID, shape[0] // GRID)
+        return np.ones(shape)
+
+    def integers(self, low, high, size):
+        return np.full(size, low)
+
+
+def corrupt_on_the_grid(p_f: float) -> tuple[np.ndarray, float]:
+    """T[output, input] of the labels corrupt() releases, from every grid draw for each
+    label 0 and 1, and the epsilon it charged to the labels."""
+    y = np.repeat([0, 1], GRID)
+    ledger = Ledger()
+    _, released = corruption.corrupt(ledger, np.zeros((len(y), 1)), y, p_f, "rr", 0.0,
+                                     GridDraws())
+    t = np.array([[np.mean(released[y == i] == o) for i in (0, 1)] for o in (0, 1)])
+    [charged] = [c.cost.epsilon for c in ledger.charges if c.touches.field.value == "labels"]
+    return t, charged
+
+
+@pytest.mark.parametrize("p_f", P_FS)
+def test_corrupt_flips_every_label_at_exactly_the_charged_probability(p_f):
+    t, charged = corrupt_on_the_grid(p_f)
+    # Each label flips with probability p_f, up to the grid, and no other way.
+    np.testing.assert_allclose(t, [[1 - p_f, p_f], [p_f, 1 - p_f]], rtol=0, atol=1 / GRID)
+    # So the release's epsilon over every (output, input, input') is the charged one; the
+    # slack is the grid's resolution times d epsilon / d p = 1 / (p (1 - p)).
+    slack = 1 / (GRID * p_f * (1 - p_f))
+    assert abs(worst_log_ratio_over_all_triples(t) - charged) <= slack
+    assert charged == pytest.approx(corruption.label_flip_epsilon(p_f))
+
+
+@pytest.mark.parametrize("break_it", [
+    lambda monkeypatch, real: monkeypatch.setattr(
+        corruption, "flip_labels", lambda y, p_f, rng: real(y, p_f / 2, rng)),
+    lambda monkeypatch, real: monkeypatch.setattr(
+        corruption, "flip_labels", lambda y, p_f, rng: np.where(
+            y == 1, real(y, p_f, rng), real(y, p_f / 2, rng))),
+], ids=["half-the-flips", "label-0-flipped-less"])
+def test_a_weaker_flip_than_the_charge_fails_the_exact_check(monkeypatch, break_it):
+    break_it(monkeypatch, corruption.flip_labels)
+    t, charged = corrupt_on_the_grid(0.2)
+    assert worst_log_ratio_over_all_triples(t) > charged + 0.1

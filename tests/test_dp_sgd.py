@@ -12,7 +12,8 @@ from methods.dp_sgd import DPSGD
 tf = pytest.importorskip("tensorflow")
 
 from benchmarks.privacy.noisy_clipped_sum import NoisyClippedSum  # noqa: E402
-from methods.nn import dp_training, fast_clipping, models  # noqa: E402
+from benchmarks.privacy import fast_clipping  # noqa: E402
+from methods.nn import dp_training, models  # noqa: E402
 
 dp_accounting = pytest.importorskip("dp_accounting")
 
@@ -139,7 +140,8 @@ def test_update_is_noised_clipped_sum_over_the_expected_batch_size():
     step = make_step(noise_multiplier=4.0, sampling_rate=0.25, n=400)
     index = tf.range(37)  # a realised batch unlike the expected 100
     clipped, _, _ = tf.function(fast_clipping.clipped_gradient_sum)(
-        step.model, step.registry, tf.gather(step.x, index), tf.gather(step.labels, index),
+        step.model, step.mechanism.registry, tf.gather(step.x, index),
+        tf.gather(step.labels, index),
         step.mechanism.clip_weights)
     noisy, _ = tf.function(step.noisy_mean_gradient)(index)
     noise = np.concatenate([(n.numpy() * 100 - c.numpy()).ravel()
@@ -191,3 +193,60 @@ def test_clip_weights_bound_every_examples_contribution_by_the_charged_norm():
     weighted = (mechanism.clip_weights(norms) * norms).numpy()
     assert weighted.max() <= 0.5 * (1 + 1e-6)
     np.testing.assert_allclose(weighted, [0.0, 0.1, 0.5, 0.5, 0.5, 0.5], rtol=1e-6)
+
+
+# ----- the clipping is the mechanism's: a caller cannot rescale the norms -------------
+
+class RescalesTheNorms(dp_training.DPSGDStep):
+    """Broken on purpose, as a training step could once be: its own clip weights of a
+    quarter of each norm (clipping at 4C, while the noise and the charge stay at C),
+    handed to the mechanism."""
+
+    def noisy_mean_gradient(self, index):
+        grads, _, losses = fast_clipping.clipped_gradient_sum(
+            self.model, self.mechanism.registry, tf.gather(self.x, index),
+            tf.gather(self.labels, index),
+            lambda norms: self.mechanism.clip_weights(norms / 4))
+        return self.mechanism.noisy_mean(grads), tf.reduce_sum(losses)
+
+
+def test_a_training_step_cannot_hand_the_mechanism_its_own_clipping():
+    step = make_step(1.0, n=40)
+    step.__class__ = RescalesTheNorms
+    with pytest.raises(AttributeError, match="noisy_mean"):
+        tf.function(step.noisy_mean_gradient)(tf.range(8))
+
+
+class Watched:
+    """Phantom canaries, all in the training set, that keep every step's release."""
+
+    def __init__(self, count):
+        self.members, self.released = np.arange(count), []
+
+    def __len__(self):
+        return len(self.members)
+
+    def observe(self, mechanism, released, sampling_rate, clip_norm):
+        self.released.append(np.asarray(released) / clip_norm)
+
+
+@pytest.mark.parametrize("rescaled", [False, True], ids=["honest", "norms-rescaled"])
+def test_the_phantom_canaries_are_clipped_by_the_real_examples_path(rescaled):
+    """Without noise, a sampled canary's release is its clipped gradient: C, or 4C when
+    the clipping that every example goes through rescales the norms, so that the release
+    audit reads the real examples' clipping, whatever it is."""
+    ledger = Ledger()
+    ledger.phantoms = Watched(200)
+    mechanism = NoisyClippedSum(ledger, dataset_size=40, sampling_rate=0.5,
+                                noise_multiplier=1.0, clip_norm=0.5, steps=1, seed=0)
+    mechanism.noise_std = 0.0
+    if rescaled:
+        real = mechanism.clip_weights
+        mechanism.clip_weights = lambda norms: real(norms / 4)
+    split = tiny_split(40)
+    step = dp_training.DPSGDStep(models.build("cnn", (8, 8, 1), 3, norm="group"), split.x,
+                                 split.y, mechanism=mechanism,
+                                 optimizer=tf.keras.optimizers.SGD(0.1))
+    step.step()
+    [released] = ledger.phantoms.released
+    assert set(np.round(released, 4)) == {0.0, 4.0 if rescaled else 1.0}

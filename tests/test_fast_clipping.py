@@ -8,7 +8,8 @@ tf = pytest.importorskip("tensorflow")
 
 from benchmarks.privacy import Ledger  # noqa: E402
 from benchmarks.privacy.noisy_clipped_sum import NoisyClippedSum  # noqa: E402
-from methods.nn import fast_clipping, models  # noqa: E402
+from benchmarks.privacy import fast_clipping  # noqa: E402
+from methods.nn import models  # noqa: E402
 
 layers = tf.keras.layers
 NUM_CLASSES = 5

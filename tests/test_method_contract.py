@@ -4,7 +4,9 @@ package): it declares its notion, refuses unknown settings and budgets no run ca
 honour, fits a tiny dataset of its task, predicts the right shape, is deterministic for a
 fixed seed, and its privacy is what its ledger composes: within the budget, of the kind
 its notion declares, every mechanism of the privacy layer charged to the run's ledger,
-and no influence from any data that no charge covers."""
+no influence from any data that no charge covers, and a model that is a function of
+the layer's releases alone (the replay check; its planted breaks are in
+tests/test_replay.py)."""
 import numpy as np
 import pytest
 
@@ -36,7 +38,10 @@ def test_the_class_meets_the_contract(name, check):
 @pytest.mark.parametrize("check", [check for _, check in checks.ON_A_FIT],
                          ids=lambda check: check.__name__)
 def test_a_fit_meets_the_contract(fitted, check):
-    check(fitted)
+    found = check(fitted)
+    if check is checks.check_replays:  # each of our private methods is replayed
+        notion = fitted.model.notion_for(fitted.budget, fitted.model.hparams)
+        assert found.startswith("not replayable: non-private") != notion.private, found
 
 
 class UnchargedLabels(Method):

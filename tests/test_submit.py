@@ -30,11 +30,15 @@ SUITE = """name = "tiny-submissions"
 [[block]]
 datasets = ["digits"]
 methods = ["uniform-rr-knn", "own-rr-knn", "true-labels-knn", "own-rr-3x-knn",
-           "under-claimed-knn", "no-ledger-knn", "scratch-ledger-knn", "raises-mid-fit-knn"]
+           "under-claimed-knn", "no-ledger-knn", "scratch-ledger-knn", "raises-mid-fit-knn",
+           "second-model-knn"]
 epsilons = [1]
 seeds = [0]
 """
 AUDIT_LINE = r"audited ε ≥ ([\d.]+) at [\d.]+% \({}\) exceeds the claim 1$"
+REPLAY_LINE = (r"reads private data beside the layer's releases: with the labels altered and "
+               r"the 1 release replayed, the prediction for test input \d+ moved from")
+REPLAY_SCOPE = "the method contract (depends on private data only through"
 
 
 @pytest.fixture(scope="module")
@@ -86,6 +90,10 @@ def test_the_example_goes_from_install_to_a_row_on_the_site(submitted, tmp_path,
             source.read_bytes()).hexdigest()}
     assert manifest["plugin"]["package"] == "privboard-uniform-rr"
     assert manifest["environment"]["plugin"] == "privboard-uniform-rr 0.1.0"
+    [replayed] = [check["found"] for check in manifest["checks"]
+                  if check["check"].startswith("depends on private data only through")]
+    assert replayed.startswith("1 release of randomized response replayed with the labels "
+                               "altered: identical predictions (the replayed fit took ")
     submission = bundle.load(done.bundle)
     runs = [r for r in submission.records if r.kind == "run"]
     audits = [r for r in submission.records if r.is_audit]
@@ -130,8 +138,8 @@ def test_the_example_goes_from_install_to_a_row_on_the_site(submitted, tmp_path,
 
 
 @pytest.mark.parametrize("method, reason, scope, accounting", [
-    ("true-labels-knn", AUDIT_LINE.format("from the model"), "(audit)",
-     bundle.CHARGED_BY_CONSTRUCTION),
+    ("true-labels-knn", REPLAY_LINE, REPLAY_SCOPE, bundle.NOT_RUN),
+    ("second-model-knn", REPLAY_LINE, REPLAY_SCOPE, bundle.NOT_RUN),
     ("own-rr-3x-knn", AUDIT_LINE.format("from the model"), "(audit)", bundle.SELF_ACCOUNTED),
     ("under-claimed-knn", r"the record claims epsilon 0\.5, delta 0, but its ledger's "
                           r"charges compose to epsilon 1, delta 0$", "seed=0",
@@ -164,6 +172,9 @@ def test_an_honest_self_accounted_method_passes_and_the_site_says_so(submitted, 
     manifest = json.loads((done.bundle / bundle.MANIFEST).read_text())
     assert manifest["accounting"] == bundle.SELF_ACCOUNTED
     assert manifest["own_charges"] == ["my randomized response"]
+    assert "not replayable: self-accounted (it charges my randomized response itself" in [
+        check["found"] for check in manifest["checks"]
+        if check["check"].startswith("depends on private data only through")][0]
     site = tmp_path / "site"
     monkeypatch.setitem(sys.modules, "tensorflow", None)  # any import of it fails
     assert report(done.bundle, site, capsys, "--no-archive") == (0, "")
@@ -209,7 +220,7 @@ def test_a_bundle_that_does_not_match_its_digests_or_its_checks_is_refused(
         submitted, tmp_path, capsys):
     honest, leaky = tmp_path / "honest", tmp_path / "leaky"
     shutil.copytree(submitted("uniform-rr-knn").bundle, honest)
-    shutil.copytree(submitted("true-labels-knn").bundle, leaky)
+    shutil.copytree(submitted("own-rr-3x-knn").bundle, leaky)
     run = next(p for p in honest.glob("*.json")
                if json.loads(p.read_text()).get("kind") == "run")
     record = json.loads(run.read_text())
@@ -217,6 +228,14 @@ def test_a_bundle_that_does_not_match_its_digests_or_its_checks_is_refused(
     run.write_text(json.dumps(record))
     code, err = report(honest, tmp_path / "site", capsys, "--no-archive")
     assert code == 2 and f"{run} does not match its digest" in err
+
+    # Its digest taken out of the manifest: nothing to check it against.
+    manifest = json.loads((honest / bundle.MANIFEST).read_text())
+    del manifest["records"][run.name]["sha256"]
+    (honest / bundle.MANIFEST).write_text(json.dumps(manifest))
+    code, err = report(honest, tmp_path / "site", capsys, "--no-archive")
+    assert code == 2 and f"bundle file {run} has no digest" in err
+    assert len(err.strip().splitlines()) == 1
 
     # Checks marked as passed by hand: the records still show the audit above its claim.
     manifest = json.loads((leaky / bundle.MANIFEST).read_text())

@@ -49,6 +49,23 @@ def test_a_different_result_names_each_difference_and_its_probable_cause(tmp_pat
     assert [r.verification["verdict"] for r in verification] == ["different"]
 
 
+def test_a_different_spent_epsilon_is_different(tmp_path, capfd):
+    """A local copy of an archived record that claims to have spent another epsilon: the
+    re-run's metrics agree, its epsilon does not."""
+    cell = "41c8fbc4a32f81ad95af"
+    results = tmp_path / "results"
+    results.mkdir()
+    record = json.loads((archive.ARCHIVE / "smoke" / f"{cell}.json").read_text())
+    spent = record["privacy"]["epsilon"]
+    record["privacy"]["epsilon"] = spent / 2
+    (results / f"{cell}.json").write_text(json.dumps(record))
+    assert main(["verify", cell, "--results", str(results), "--no-archive"]) == 1
+    out = capfd.readouterr().out
+    assert out.startswith("different: digits-7v9 spread-lr")
+    assert f"privacy.epsilon: {spent / 2} recorded, {spent} re-run" in out
+    assert "metrics." not in out
+
+
 def test_an_unknown_cell_is_refused_with_one_line(tmp_path, capsys):
     assert main(["verify", "0123456789abcdef0123", "--results", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()

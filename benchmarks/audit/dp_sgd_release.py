@@ -52,7 +52,7 @@ def audit_release(calibration: dict[str, Any], *, dataset_size: int, clip_norm: 
     @tf.function(autograph=False)
     def step():
         mechanism.batch()  # samples the phantoms
-        return mechanism.noisy_mean([tf.zeros([0])])
+        return mechanism.noisy_mean_of_no_examples()
 
     for _ in range(calibration["steps"]):
         step()

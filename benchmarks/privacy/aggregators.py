@@ -26,10 +26,10 @@ def lnmax(ledger: Ledger, votes, gamma: float, rng: np.random.Generator) -> np.n
     """LNMax (2017): per query, argmax_j n_j + Laplace(scale 1 / gamma). Returns the labels."""
     v = as_votes(votes)
     gamma = as_positive(gamma, "gamma")
-    Ledger.of(ledger, "LNMax").charge("LNMax", records(),
-                                      RdpCurve(len(v) * analysis.lnmax_rdp(gamma)),
-                                      queries=len(v), gamma=gamma)
-    return _lnmax(v, gamma, as_generator(rng))
+    ledger = Ledger.of(ledger, "LNMax")
+    ledger.charge("LNMax", records(), RdpCurve(len(v) * analysis.lnmax_rdp(gamma)),
+                  queries=len(v), gamma=gamma)
+    return ledger.released("LNMax", _lnmax(v, gamma, as_generator(rng)), gamma=gamma)
 
 
 def _lnmax(v: np.ndarray, gamma: float, rng: np.random.Generator) -> np.ndarray:
@@ -40,10 +40,10 @@ def gnmax(ledger: Ledger, votes, sigma: float, rng: np.random.Generator) -> np.n
     """GNMax (2018): per query, argmax_j n_j + N(0, sigma^2). Returns the labels."""
     v = as_votes(votes)
     sigma = as_positive(sigma, "sigma")
-    Ledger.of(ledger, "GNMax").charge("GNMax", records(),
-                                      RdpCurve(len(v) * analysis.gnmax_rdp(sigma)),
-                                      queries=len(v), sigma2=sigma)
-    return _gnmax(v, sigma, as_generator(rng))
+    ledger = Ledger.of(ledger, "GNMax")
+    ledger.charge("GNMax", records(), RdpCurve(len(v) * analysis.gnmax_rdp(sigma)),
+                  queries=len(v), sigma2=sigma)
+    return ledger.released("GNMax", _gnmax(v, sigma, as_generator(rng)), sigma=sigma)
 
 
 def _gnmax(v: np.ndarray, sigma: float, rng: np.random.Generator) -> np.ndarray:
@@ -77,6 +77,9 @@ def confident_gnmax(ledger: Ledger, votes, threshold: float, sigma1: float, sigm
     reached = np.flatnonzero(np.cumsum(answered) == target)
     asked = int(reached[0]) + 1 if len(reached) else len(v)
     answered[asked:] = False
+    answered, labels, asked = ledger.released(
+        "Confident-GNMax", (answered, labels, asked), threshold=threshold, sigma1=sigma1,
+        sigma2=sigma2, answered_target=answered_target)
     ledger.charge("Confident-GNMax threshold check (every query asked)", records(),
                   RdpCurve(asked * analysis.threshold_rdp(sigma1)),
                   queries=asked, threshold=threshold, sigma1=sigma1)
@@ -107,7 +110,9 @@ def release_data_dependent_epsilon(ledger: Ledger, votes, answered=None, *, sigm
     ledger.charge("smooth-sensitivity release of the data-dependent epsilon", records(),
                   RdpCurve(release.rdp), order=release.order, beta=release.beta,
                   noise_multiplier=release.noise_multiplier)
-    return release
+    return ledger.released("the smooth-sensitivity release", release, sigma2=sigma2,
+                           order=order, beta=beta, noise_multiplier=noise_multiplier,
+                           threshold=threshold, sigma1=sigma1)
 
 
 # ----- the noise checks of the aggregators at a run's charged setting ---------------------

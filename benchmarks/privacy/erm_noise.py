@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any, Callable
 
 import numpy as np
 from scipy import stats
@@ -74,23 +75,51 @@ def output_perturbation(ledger: Ledger, minimiser: np.ndarray, *, epsilon: float
     ledger.model_releases.append("output perturbation")
     beta = output_noise_rate(epsilon, n, regularization)
     noise = sample_norm_exponential_noise(len(minimiser), beta, rng)
-    return minimiser + noise, noise, beta
+    released = ledger.released("output perturbation", minimiser + noise, epsilon=epsilon,
+                               regularization=regularization, touches=touches)
+    return released, noise, beta
+
+
+def objective_perturbation(ledger: Ledger, dim: int, *, epsilon: float,
+                           regularization: float, curvature_bound: float,
+                           rng: np.random.Generator, touches: Touches,
+                           minimise: Callable[[np.ndarray, ObjectiveCalibration], Any],
+                           ) -> tuple[Any, np.ndarray, ObjectiveCalibration]:
+    """Objective perturbation (Algorithm 2) on the ``len(touches.examples)`` rows:
+    ``minimise(b, calibration)`` returns the minimiser of
+    J(f) + (1/n) b.f + (Delta/2) ||f||^2, which is the release. Returns (release, b,
+    calibration); b is private."""
+    ledger, noise, calibration = _objective_noise(ledger, dim, epsilon, regularization,
+                                                  curvature_bound, rng, touches)
+    released = ledger.released("objective perturbation", minimise(noise, calibration),
+                               epsilon=epsilon, regularization=regularization,
+                               curvature_bound=curvature_bound, touches=touches)
+    return released, noise, calibration
 
 
 def objective_perturbation_noise(ledger: Ledger, dim: int, *, epsilon: float,
                                  regularization: float, curvature_bound: float,
                                  rng: np.random.Generator, touches: Touches,
                                  ) -> tuple[np.ndarray, ObjectiveCalibration]:
-    """The noise b of objective perturbation (Algorithm 2) on the ``len(touches.examples)``
-    rows, and its calibration: the caller minimises J(f) + (1/n) b.f + (Delta/2) ||f||^2,
-    whose minimiser is the release. b is private."""
+    """The noise b of objective perturbation alone, and its calibration: the caller
+    minimises the perturbed objective itself, so its release cannot be replayed (use
+    ``objective_perturbation``). b is private."""
+    ledger, noise, calibration = _objective_noise(ledger, dim, epsilon, regularization,
+                                                  curvature_bound, rng, touches)
+    if Ledger.tape is not None:
+        Ledger.tape.cannot_replay("objective perturbation's minimiser is computed outside "
+                                  "the layer")
+    return noise, calibration
+
+
+def _objective_noise(ledger, dim, epsilon, regularization, curvature_bound, rng, touches):
     n = _size(touches, "objective perturbation")
     ledger = Ledger.of(ledger, "objective perturbation")
     ledger.charge("objective perturbation", touches, PureEpsilon(epsilon),
                   regularization=regularization, curvature_bound=curvature_bound, dimension=dim)
     ledger.model_releases.append("objective perturbation")
     calibration = objective_calibration(epsilon, n, regularization, curvature_bound)
-    return sample_norm_exponential_noise(dim, calibration.beta, rng), calibration
+    return ledger, sample_norm_exponential_noise(dim, calibration.beta, rng), calibration
 
 
 def exponential_mechanism_probabilities(mistakes: np.ndarray, epsilon: float) -> np.ndarray:
@@ -110,11 +139,13 @@ def exponential_mechanism(ledger: Ledger, mistakes: np.ndarray, epsilon: float,
                           rng: np.random.Generator, touches: Touches) -> int:
     """The index chosen with probabilities exponential_mechanism_probabilities: each count
     of mistakes on the rows ``touches`` has sensitivity 1."""
-    Ledger.of(ledger, "the exponential mechanism").charge(
-        "exponential mechanism (choice of Lambda)", touches, PureEpsilon(epsilon),
-        sensitivity=1)
+    ledger = Ledger.of(ledger, "the exponential mechanism")
+    ledger.charge("exponential mechanism (choice of Lambda)", touches, PureEpsilon(epsilon),
+                  sensitivity=1)
     probabilities = exponential_mechanism_probabilities(mistakes, epsilon)
-    return int(rng.choice(len(probabilities), p=probabilities))
+    return ledger.released("the exponential mechanism",
+                           int(rng.choice(len(probabilities), p=probabilities)),
+                           epsilon=epsilon, touches=touches)
 
 
 def _size(touches: Touches, mechanism: str) -> int:

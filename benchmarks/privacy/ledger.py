@@ -165,6 +165,10 @@ class Ledger:
     """The charges of one run, in the order they were made; and, for an audit, what the
     releases gave the rows it watches (its canaries)."""
 
+    # The tape of a replay check (benchmarks.privacy.replay) while one runs, shared by
+    # every ledger: the releases are kept on it, or taken from it.
+    tape: Any = None
+
     def __init__(self) -> None:
         self.charges: list[Charge] = []
         self.watched = np.empty(0, dtype=np.int64)
@@ -190,6 +194,12 @@ class Ledger:
         examples = np.asarray(examples)
         for i in np.flatnonzero(np.isin(examples, self.watched)):
             self.observed.setdefault(int(examples[i]), (mechanism, group, released[i]))
+
+    def released(self, mechanism: str, value: Any, **public: Any) -> Any:
+        """What a mechanism returns once it has charged: ``value``, or during a replay
+        check the recorded release in its place; ``public`` are the inputs of the release
+        that must not depend on private data (benchmarks.privacy.replay)."""
+        return value if Ledger.tape is None else Ledger.tape.release(mechanism, value, public)
 
     @staticmethod
     def of(ledger: Any, mechanism: str) -> "Ledger":

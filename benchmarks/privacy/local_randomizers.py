@@ -160,9 +160,12 @@ def corrupt(ledger: Ledger, x: np.ndarray, y: np.ndarray, p_f: float, input_nois
                       Unprotected("Gaussian noise on each pixel has no epsilon"),
                       input_variance=float(input_variance))
     noisy_y = flip_labels(y, p_f, rng)
-    ledger.observe("label flip (local randomised response)", np.arange(len(noisy_y)), noisy_y)
     if input_noise == "rr":
         noisy_x = randomise_pixels(to_states(flat), p_f, rng)
     else:
         noisy_x = add_gaussian_noise(flat.astype(np.float32), input_variance, rng)
+    noisy_x, noisy_y = ledger.released("the local corruption", (noisy_x, noisy_y), p_f=p_f,
+                                       input_noise=input_noise,
+                                       input_variance=input_variance)
+    ledger.observe("label flip (local randomised response)", np.arange(len(noisy_y)), noisy_y)
     return noisy_x, noisy_y

@@ -40,7 +40,7 @@ class NoisyClippedMean:
                              f"{dataset_size!r}")
         self.dataset_size, self.clip_norm = int(dataset_size), float(clip_norm)
         self.noise_std = float(noise_multiplier) * self.clip_norm
-        self.rng = rng
+        self.rng, self.ledger = rng, ledger
         self.released = False
         ledger.charge(MECHANISM, records(group=what),
                       SampledGaussian(float(noise_multiplier), 1.0, 1),
@@ -61,4 +61,6 @@ class NoisyClippedMean:
                              f"given {len(vectors)}")
         self.released = True
         total = self.clipped_sum(vectors)
-        return (total + self.rng.normal(0.0, self.noise_std, total.shape)) / self.dataset_size
+        noisy = (total + self.rng.normal(0.0, self.noise_std, total.shape)) / self.dataset_size
+        return self.ledger.released(MECHANISM, noisy, dataset_size=self.dataset_size,
+                                    clip_norm=self.clip_norm, noise_std=self.noise_std)

@@ -6,13 +6,15 @@ the batch size itself would leak.
 One object owns the sampling rate, C, sigma, the step count and the random generator
 (sampling and noise), and charges the ledger with them when it is made: the clipping, the
 noise and the sampling a run uses are the ones it is charged for, by construction, and
-it refuses to run more steps than it charged. The caller computes each example's gradient
-norm and weighs its gradient by ``clip_weights``; the gradient-norm machinery for Keras
-models is methods.nn.fast_clipping.
+it refuses to run more steps than it charged. It also owns the gradients' clipping: the
+caller hands it the model and the batch (``noisy_mean_gradient``), and the per-example
+norms (benchmarks.privacy.fast_clipping), the clip weights and the weighted sum that
+reach the noise are its own, so no caller can clip at another norm than the charged one.
 
 An audit's phantom canaries (benchmarks.privacy.phantom_canaries) planted on the ledger
-are sampled by the same coins, clipped by ``clip_weights`` and noised by ``noisy_mean``
-as the real examples, on coordinates of their own, and their release is observed there.
+are sampled by the same coins, clipped by the same ``clip_weights`` and noised by the
+same draw as the real examples, on coordinates of their own, and their release is
+observed there.
 
 TensorFlow is imported by this module alone in the layer: importing it loads TensorFlow.
 """
@@ -20,8 +22,10 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from benchmarks.privacy import phantom_canaries
+from benchmarks.privacy import fast_clipping, phantom_canaries
 from benchmarks.privacy.ledger import Ledger, SampledGaussian, records
+
+MECHANISM = "DP-SGD (Poisson-sampled Gaussian)"
 
 
 class NoisyClippedSum:
@@ -44,7 +48,9 @@ class NoisyClippedSum:
             self._members = tf.constant(self.phantoms.members[:, None], tf.int64)
             self._sampled = tf.Variable(tf.zeros([len(self._members)], tf.bool),
                                         trainable=False)
-        ledger.charge("DP-SGD (Poisson-sampled Gaussian)", records(),
+        self.ledger = ledger
+        self.registry = fast_clipping.make_registry()
+        ledger.charge(MECHANISM, records(),
                       SampledGaussian(self.noise_std / self.clip_norm, self.sampling_rate,
                                       self.steps),
                       clip_norm=self.clip_norm, dataset_size=self.dataset_size)
@@ -64,11 +70,32 @@ class NoisyClippedSum:
             coins = coins[:self.dataset_size]
         return tf.reshape(tf.where(coins < self.sampling_rate), [-1])
 
+    def check_model(self, model: tf.keras.Model) -> None:
+        """Raise ValueError, before training, for a model whose per-example gradients the
+        mechanism cannot clip."""
+        fast_clipping.check_model(model, self.registry)
+
+    def noisy_mean_gradient(self, model: tf.keras.Model, x: tf.Tensor, labels: tf.Tensor
+                            ) -> tuple[list[tf.Tensor], tf.Tensor]:
+        """The released step on the batch (x, labels) of ``model``'s cross-entropy: every
+        example's gradient clipped to C by ``clip_weights`` of its norm, summed, noised,
+        over the expected batch size. Returns the released gradients (one per trainable
+        variable) and the per-example losses (progress text for the operator only). Graph
+        mode only: call it inside a tf.function."""
+        sums, _, losses = fast_clipping.clipped_gradient_sum(model, self.registry, x, labels,
+                                                             self.clip_weights)
+        return self._noisy_mean(sums), losses
+
+    def noisy_mean_of_no_examples(self) -> list[tf.Tensor]:
+        """A step on which no real example has a gradient: the release audit of the
+        mechanism alone, whose phantom canaries are then all the step releases."""
+        return self._noisy_mean([tf.zeros([0])])
+
     def clip_weights(self, norms: tf.Tensor) -> tf.Tensor:
         """Per example, min(1, C / norm): its gradient times this has norm at most C."""
         return self.clip_norm / tf.math.maximum(self.clip_norm, norms)
 
-    def noisy_mean(self, clipped_sums: list[tf.Tensor]) -> list[tf.Tensor]:
+    def _noisy_mean(self, clipped_sums: list[tf.Tensor]) -> list[tf.Tensor]:
         """The released step: each clipped gradient sum plus N(0, sigma^2 C^2), over the
         expected batch size."""
         sums = list(clipped_sums)
@@ -76,12 +103,23 @@ class NoisyClippedSum:
             sums.append(self._phantom_sum())
         released = [(g + self.generator.normal(tf.shape(g), stddev=self.noise_std))
                     / self.expected_batch for g in sums]
-        if self.phantoms is None:
-            return released
-        observed = tf.numpy_function(self._observe, [released.pop() * self.expected_batch],
-                                     tf.bool, stateful=True)
-        with tf.control_dependencies([observed]):
-            return [tf.identity(g) for g in released]
+        if self.phantoms is not None:
+            observed = tf.numpy_function(self._observe, [released.pop() * self.expected_batch],
+                                         tf.bool, stateful=True)
+            with tf.control_dependencies([observed]):
+                released = [tf.identity(g) for g in released]
+        return released if Ledger.tape is None else self._replayed(released)
+
+    def _replayed(self, released: list[tf.Tensor]) -> list[tf.Tensor]:
+        """The step through the replay check's tape (benchmarks.privacy.replay)."""
+        replayed = tf.numpy_function(
+            lambda *grads: self.ledger.released(
+                MECHANISM, list(grads), clip_norm=self.clip_norm, noise_std=self.noise_std,
+                sampling_rate=self.sampling_rate, dataset_size=self.dataset_size),
+            released, [g.dtype for g in released], stateful=True)
+        for g, shaped in zip(replayed, released):
+            g.set_shape(shaped.shape)
+        return list(replayed)
 
     def _phantom_sum(self) -> tf.Tensor:
         """The sampled phantoms' clipped gradients, each on its own coordinate."""

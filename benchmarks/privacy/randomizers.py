@@ -256,7 +256,8 @@ def _charged(ledger, mechanism: str, epsilon: float, examples, rows: int, group:
 
 
 def _observed(ledger: Ledger, mechanism: str, examples, released: np.ndarray,
-              group: str) -> np.ndarray:
+              group: str, **public) -> np.ndarray:
+    released = ledger.released(mechanism, released, examples=examples, group=group, **public)
     ledger.observe(mechanism, examples, released, group)
     return released
 
@@ -273,7 +274,7 @@ def rr_top_k(ledger: Ledger, labels, priors, k, epsilon, rng, *, examples,
     k = _as_k(k, len(p), p.shape[1])
     ledger = _charged(ledger, "RRTop-k", eps, examples, len(labels), group)
     return _observed(ledger, "RRTop-k", examples, _randomize(labels, p, k, eps, _as_rng(rng)),
-                     group)
+                     group, priors=p, k=k, epsilon=eps)
 
 
 def rr_with_prior(ledger: Ledger, labels, priors, epsilon, rng, *, examples,
@@ -285,7 +286,8 @@ def rr_with_prior(ledger: Ledger, labels, priors, epsilon, rng, *, examples,
     labels, p, eps = _checked(labels, priors, epsilon, whole=False)
     ledger = _charged(ledger, "RRWithPrior", eps, examples, len(labels), group)
     return _observed(ledger, "RRWithPrior", examples,
-                     _randomize(labels, p, None, eps, _as_rng(rng)), group)
+                     _randomize(labels, p, None, eps, _as_rng(rng)), group, priors=p,
+                     epsilon=eps)
 
 
 def rr_top_k_distribution(labels, priors, k, epsilon) -> np.ndarray:
@@ -310,7 +312,8 @@ def randomized_response(ledger: Ledger, labels, num_classes, epsilon, rng, *, ex
     labels, p, eps = _checked(labels, uniform, epsilon, whole=False)
     ledger = _charged(ledger, "randomized response", eps, examples, len(labels), group)
     released = _randomize(labels, p, _as_k(num_classes, n, num_classes), eps, _as_rng(rng))
-    return _observed(ledger, "randomized response", examples, released, group)
+    return _observed(ledger, "randomized response", examples, released, group,
+                     num_classes=num_classes, epsilon=eps)
 
 
 def cluster_histogram_noise(epsilon):
@@ -336,11 +339,14 @@ def noisy_cluster_priors(ledger: Ledger, labels, clusters, num_clusters, num_cla
     noise = cluster_histogram_noise(epsilon)
     clusters = _as_classes(clusters, None, num_clusters, "clusters")
     labels = _as_classes(labels, len(clusters), num_classes, "labels")
-    _charged(ledger, "noisy cluster histograms", float(epsilon), examples, len(labels), group)
+    ledger = _charged(ledger, "noisy cluster histograms", float(epsilon), examples,
+                      len(labels), group)
     hist = np.bincount(clusters * num_classes + labels, minlength=num_clusters * num_classes)
     shape = (num_clusters, num_classes)
-    released = np.clip(hist.reshape(shape) + noise.rvs(size=shape, random_state=_as_rng(rng)),
-                       0, None).astype(float)
+    released = ledger.released("noisy cluster histograms", np.clip(
+        hist.reshape(shape) + noise.rvs(size=shape, random_state=_as_rng(rng)), 0,
+        None).astype(float), clusters=clusters, epsilon=epsilon, examples=examples,
+        group=group)
     totals = released.sum(axis=1, keepdims=True)
     table = np.divide(released, totals, out=np.full(shape, 1.0 / num_classes), where=totals > 0)
     return table[clusters]

@@ -4,9 +4,9 @@ The release, every step, is the privacy layer's NoisyClippedSum: a Poisson sampl
 training example included independently with probability q = L/N, so the batch size
 varies), each example's gradient clipped to norm C, N(0, sigma^2 C^2) noise on the sum,
 divided by the expected batch size L. That object charges the run's ledger with the
-sampling rate, noise multiplier, clip norm and step count it runs with. This module
-computes the per-example gradient norms (methods.nn.fast_clipping) and applies the
-released gradients; momentum and the learning-rate schedule act on the noised gradients
+sampling rate, noise multiplier, clip norm and step count it runs with, and clips the
+per-example gradients itself: this module hands it the model and the batch, and applies
+the released gradients; momentum and the learning-rate schedule act on the noised gradients
 only, so they are post-processing.
 """
 from __future__ import annotations
@@ -18,7 +18,6 @@ import tensorflow as tf
 
 from benchmarks.privacy import Ledger
 from benchmarks.privacy.noisy_clipped_sum import NoisyClippedSum
-from methods.nn import fast_clipping
 from methods.nn.training import WarmupSchedule
 
 
@@ -27,8 +26,7 @@ class DPSGDStep:
 
     def __init__(self, model: tf.keras.Model, x: np.ndarray, labels: np.ndarray, *,
                  mechanism: NoisyClippedSum, optimizer: tf.keras.optimizers.Optimizer) -> None:
-        self.registry = fast_clipping.make_registry()
-        fast_clipping.check_model(model, self.registry)
+        mechanism.check_model(model)
         self.model, self.optimizer, self.mechanism = model, optimizer, mechanism
         # Its slots made now: a first call that creates variables is traced twice.
         optimizer.build(model.trainable_variables)
@@ -37,10 +35,9 @@ class DPSGDStep:
         self.step = tf.function(self._step, autograph=False)  # no tensor-dependent Python flow
 
     def noisy_mean_gradient(self, index: tf.Tensor) -> tuple[list[tf.Tensor], tf.Tensor]:
-        grads, _, losses = fast_clipping.clipped_gradient_sum(
-            self.model, self.registry, tf.gather(self.x, index),
-            tf.gather(self.labels, index), self.mechanism.clip_weights)
-        return self.mechanism.noisy_mean(grads), tf.reduce_sum(losses)
+        grads, losses = self.mechanism.noisy_mean_gradient(
+            self.model, tf.gather(self.x, index), tf.gather(self.labels, index))
+        return grads, tf.reduce_sum(losses)
 
     def _step(self) -> tuple[tf.Tensor, tf.Tensor]:
         """Returns the batch size and the summed (unclipped) loss: progress text for the

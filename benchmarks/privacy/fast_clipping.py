@@ -180,8 +180,8 @@ def clipped_gradient_sum(model: tf.keras.Model, registry: layer_registry.LayerRe
                          x: tf.Tensor, labels: tf.Tensor,
                          clip_weights: Callable[[tf.Tensor], tf.Tensor],
                          ) -> tuple[list[tf.Tensor], tf.Tensor, tf.Tensor]:
-    """sum_i c_i grad loss_i over the batch, c_i = clip_weights(norms)_i (the privacy
-    layer's clipping: NoisyClippedSum.clip_weights), the per-example gradient norms, and
+    """sum_i c_i grad loss_i over the batch, c_i = clip_weights(norms)_i (the clipping of
+    the mechanism that calls it, NoisyClippedSum), the per-example gradient norms, and
     the per-example losses.
 
     Each layer's output Z_l must carry one row per example, and no layer may mix
