@@ -374,7 +374,8 @@ def laplace_one_hot(ledger: Ledger, labels, num_classes, epsilon, rng, *, exampl
     released = np.eye(num_classes)[labels]
     if eps < np.inf:
         released += one_hot_noise(eps).rvs(size=released.shape, random_state=_as_rng(rng))
-    return _observed(ledger, "Laplace one-hot labels", examples, released, group)
+    return _observed(ledger, "Laplace one-hot labels", examples, released, group,
+                     num_classes=num_classes, epsilon=eps)
 
 
 def one_hot_log_likelihood(released, epsilon) -> np.ndarray:
