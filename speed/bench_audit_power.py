@@ -2,16 +2,16 @@
 audited epsilon at the release and from the model, each as a ratio of min(claim,
 ceiling), at the default canary count.
 
-Each row prints its goal and whether it is met (GOALS): at the release, RR-based cells
-at least 0.7 at epsilon 1 and 0.8 at epsilon 2, DP-SGD at least 0.3 at epsilon 2; DP-ERM,
-whose released weights are its model, at least 0.5 at epsilon 1 from its audit of the
-weights on the canary directions. The release audit reads the labels before any training,
+Each row prints its goal and whether it is met (GOALS): at the release, RR-based cells and
+ALIBI at least 0.7 at epsilon 1 and 0.8 at epsilon 2, DP-SGD at least 0.3 at epsilon 2;
+DP-ERM, whose released weights are its model, at least 0.5 at epsilon 1 from its audit of
+the weights on the canary directions. The release audit reads the labels before any training,
 so ``--epochs`` may shorten the training to time the release alone; the model audit then
 says less. DP-SGD's release audit needs no model (its phantom canaries touch none of the
 model's weights), so ``--dp-sgd-seeds`` runs DP-SGD's release alone, at the quick suite's
 setting, once per seed; a model audit of DP-SGD is the audited twin of its cell.
 
-    python -m speed.bench_audit_power [--methods lp-1st,rr-ssl-prior] [--epsilons 1,2]
+    python -m speed.bench_audit_power [--methods lp-1st,alibi] [--epsilons 1,2]
         [--epochs N] [--seed S] [--dp-sgd-seeds 0,1,2,3,4]
 """
 from __future__ import annotations
@@ -36,7 +36,7 @@ from benchmarks.suites import load_suite  # noqa: E402
 # The power goals: (the audit that must reach it, {epsilon: the least ratio}).
 RR_GOAL = ("at release", {1.0: 0.7, 2.0: 0.8})
 GOALS = {"lp-1st": RR_GOAL, "lp-2st": RR_GOAL, "lp-3st": RR_GOAL, "rr-ssl-prior": RR_GOAL,
-         "spread-lr": RR_GOAL, "dp-sgd": ("at release", {2.0: 0.3}),
+         "spread-lr": RR_GOAL, "alibi": RR_GOAL, "dp-sgd": ("at release", {2.0: 0.3}),
          "dp-erm-objective": ("from model", {1.0: 0.5}),
          "dp-erm-output": ("from model", {1.0: 0.5})}
 

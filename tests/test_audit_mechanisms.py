@@ -124,7 +124,7 @@ def test_the_registry_holds_only_the_real_mechanisms():
 
 
 @pytest.mark.parametrize("name", ["randomized-response", "rr-top-k", "rr-with-prior",
-                                  "cluster-histogram"])
+                                  "cluster-histogram", "laplace-one-hot"])
 @pytest.mark.parametrize("epsilon", [0.5, 2.0, 6.0])
 def test_honest_label_mechanisms_are_not_flagged_and_the_audit_is_tight(name, epsilon):
     result = audit(lookup(name), epsilon, audits.DEFAULT_TRIALS, seed=1)
@@ -166,6 +166,18 @@ def test_first_rows_top_set_for_the_batch_is_flagged(epsilon):
     assert result.flagged, result
     honest = audit(batch_spec(rr_with_prior), epsilon, TRIALS, seed=4)
     assert not honest.flagged, honest
+
+
+@pytest.mark.parametrize("epsilon", [0.5, 1.0, 2.0])
+def test_laplace_one_hot_at_half_its_noise_is_flagged(epsilon, monkeypatch):
+    import scipy.stats
+
+    from benchmarks.privacy import randomizers
+
+    monkeypatch.setattr(randomizers, "one_hot_noise",
+                        lambda eps: scipy.stats.laplace(scale=1 / eps))
+    result = audit(lookup("laplace-one-hot"), epsilon, TRIALS, seed=2)
+    assert result.flagged, result
 
 
 def test_erm_noise_with_the_wrong_radius_law_is_flagged():

@@ -23,6 +23,7 @@ LP_1ST = ("lp-1st", "digits", {"epochs": 1, "batch_size": 64})
 RR_SSL = ("rr-ssl-prior", "digits", {"epochs": 1, "batch_size": 64, "clusters": 10,
                                      "encoder_epochs": 1})
 SPREAD_LR = ("spread-lr", "digits-7v9", {"samples": 2, "em_iterations": 1, "mstep_steps": 5})
+ALIBI = ("alibi", "digits", {"epochs": 1, "batch_size": 64})
 
 
 def audited(cell, epsilon: float):
@@ -285,3 +286,63 @@ def test_a_labeldp_pro_cells_audit_reads_its_noisy_steps():
     assert result.canary_kind == "label"
     assert result.release["where"] == ["DP-SGD noisy clipped sum"]
     assert not result.flagged
+
+
+# ----- ALIBI: each canary's noisy one-hot vector -------------------------------------------
+
+def test_an_honest_alibi_is_audited_at_its_release_near_its_claim():
+    """The audit reads each canary's noisy vector and guesses where the likelihood ratio
+    of its two classes is largest (about a quarter of the canaries), abstaining on the
+    rest."""
+    result = audited(ALIBI, 2.0)
+    release = result.release
+    assert release["where"] == ["Laplace one-hot labels"]
+    assert release["observed"] == "the noisy one-hot vector each canary's label was released as"
+    assert not result.flagged
+    assert 0.6 * 2.0 < release["epsilon_lower_bound"] <= 2.0, release
+    assert 0.2 * CANARIES < release["guesses"] < 0.5 * CANARIES
+
+
+def quick_alibi_release(seed: int, break_it=None, monkeypatch=None) -> dict:
+    """The audit at the release of the quick suite's audited ALIBI cell: its epsilon, its
+    dataset's classes and the default canary count, one pair of classes fixed in advance.
+    The release comes before any training, so nothing is trained."""
+    from benchmarks.audit.canaries import IMAGE_CANARIES, LABEL, Canaries
+    from benchmarks.audit.training import release_audit
+    from benchmarks.privacy import Ledger
+    from benchmarks.suites import load_suite
+
+    cell = next(c for c in load_suite("quick").cells if c.method == "alibi" and c.audit)
+    classes = datasets.load(cell.dataset).num_classes
+    if break_it:
+        break_it(monkeypatch)
+    rng = np.random.default_rng(seed)
+    m = IMAGE_CANARIES
+    planted = Canaries(LABEL, np.zeros((m, 1)), np.tile(rng.choice(classes, 2, replace=False),
+                                                        (m, 1)))
+    coins = rng.integers(0, 2, size=m).astype(bool)
+    ledger = Ledger()
+    ledger.watch(np.arange(m))
+    randomizers.laplace_one_hot(ledger, planted.labels[np.arange(m), coins.astype(int)],
+                                classes, cell.epsilon, rng, examples=np.arange(m))
+    return release_audit(*planted.release_evidence(ledger.observed, 0), coins, 0.0, 0.95) | {
+        "claim": cell.epsilon}
+
+
+def alibi_at_half_noise(monkeypatch):
+    import scipy.stats
+
+    monkeypatch.setattr(randomizers, "one_hot_noise",
+                        lambda epsilon: scipy.stats.laplace(scale=1 / epsilon))
+
+
+def test_an_honest_alibi_release_is_near_its_claim_at_the_quick_suites_setting():
+    """(An honest release exceeds its claim in at most 5% of the seeds.)"""
+    honest = quick_alibi_release(0)
+    assert 0.7 * honest["claim"] < honest["epsilon_lower_bound"] <= honest["claim"], honest
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_alibi_at_half_its_noise_is_flagged_at_the_quick_suites_setting(seed, monkeypatch):
+    broken = quick_alibi_release(seed, alibi_at_half_noise, monkeypatch)
+    assert broken["epsilon_lower_bound"] > broken["claim"], broken

@@ -44,6 +44,9 @@ DESCRIPTIONS = {
     INCLUSION: "canaries, each in the training set or not, by a fair coin",
 }
 
+# What the audit at the release reads of each canary.
+RELEASED_LABEL = "the label each canary was released with"
+RELEASED_VECTOR = "the noisy one-hot vector each canary's label was released as"
 # Canary images set this share of their values to 1 and the rest to 0.
 BRIGHT_SHARE = 0.1
 # The canaries on image data unless asked otherwise; tabular data gets one per dimension.
@@ -88,21 +91,34 @@ class Canaries:
 
 
     def release_evidence(self, observed: dict[int, tuple], first_row: int
-                         ) -> tuple[np.ndarray, list[str]] | None:
+                         ) -> tuple[np.ndarray, list[str], str] | None:
         """Per label canary, from what a release gave it (``observed``: training row ->
-        (mechanism, group, released label); canary i is row first_row + i): +1 for its
-        second class, -1 for its first, 0 (no guess) for any other label or none; and
-        where the releases were. None when no release of a canary was observed."""
+        (mechanism, group, released value); canary i is row first_row + i): +1 for its
+        second class, -1 for its first, 0 (no guess) for anything else or nothing; where
+        the releases were; and what they released. None when no release of a canary was
+        observed.
+
+        A released label is guessed when it is one of the canary's two classes. A released
+        noisy one-hot vector r (ALIBI's) is guessed where the likelihood ratio of the two
+        classes is at its largest, a function of clip(r_b, 0, 1) - clip(r_a, 0, 1) alone:
+        class b when r_b >= 1 and r_a <= 0, class a the other way round."""
         if self.kind != LABEL:
             return None
         seen = [observed.get(first_row + i) for i in range(len(self))]
         if not any(seen):
             return None
-        released = np.array([-1 if s is None else int(s[2]) for s in seen])
-        evidence = (released == self.labels[:, 1]).astype(float) \
-            - (released == self.labels[:, 0]).astype(float)
+        evidence = np.array([0.0 if s is None else self._released_side(s[2], i)
+                             for i, s in enumerate(seen)])
         where = sorted({f"{s[0]} ({s[1]})" if s[1] else s[0] for s in seen if s})
-        return evidence, where
+        vectors = any(np.ndim(s[2]) for s in seen if s)
+        return evidence, where, (RELEASED_VECTOR if vectors else RELEASED_LABEL)
+
+    def _released_side(self, released, i: int) -> float:
+        first, second = self.labels[i]
+        if np.ndim(released) == 0:
+            return float(released == second) - float(released == first)
+        difference = np.clip(released[second], 0, 1) - np.clip(released[first], 0, 1)
+        return float(difference == 1) - float(difference == -1)
 
 
 def kind_for(notion: PrivacyNotion) -> str:

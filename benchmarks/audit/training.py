@@ -163,10 +163,12 @@ def audit_training(method: str, data: Dataset, budget: Budget, hparams: dict[str
         noise_checks=tuple(check.as_dict() for check in checks))
 
 
-def release_audit(evidence: np.ndarray, where: list[str], coins: np.ndarray, delta: float,
-                  confidence: float) -> dict[str, Any]:
+def release_audit(evidence: np.ndarray, where: list[str], observed: str, coins: np.ndarray,
+                  delta: float, confidence: float) -> dict[str, Any]:
     """The one-run bound from the canaries' releases. The auditor guesses each canary
-    released as one of its two classes (that class's coin side) and abstains on the rest.
+    whose release points to one of its two classes (that class's coin side: released as
+    it, or a noisy one-hot vector at that class's largest likelihood ratio) and abstains
+    on the rest.
     Which canaries it guesses depends on the release alone, never on a coin, and the
     one-run bound holds given the guesses (Steinke, Nasr, Jagielski 2023, Theorem 3.1), so
     a data-dependent number of guesses needs no correction."""
@@ -177,7 +179,7 @@ def release_audit(evidence: np.ndarray, where: list[str], coins: np.ndarray, del
     bound = one_run_lower_bound(m, guesses, correct, delta, confidence) if guesses else 0.0
     return {"epsilon_lower_bound": bound, "guesses": guesses, "correct": correct,
             "ceiling": saturation(m, m, delta, confidence), "where": where, "canaries": m,
-            "observed": "the label each canary was released with"}
+            "observed": observed}
 
 
 def model_release_audit(bound, mechanisms: list[str]) -> dict[str, Any]:

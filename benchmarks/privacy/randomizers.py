@@ -1,6 +1,9 @@
-"""Label-DP randomizers: randomized response, RRTop-k, RRWithPrior and noisy cluster priors.
+"""Label-DP randomizers: randomized response, RRTop-k, RRWithPrior, noisy cluster priors
+and Laplace noise on one-hot labels.
 
-Ghazi et al. 2021, "Deep Learning with Label Differential Privacy" (Algorithms 1, 2 and 4).
+Ghazi et al. 2021, "Deep Learning with Label Differential Privacy" (Algorithms 1, 2 and 4);
+Malek et al. 2021, "Antipodes of Label Differential Privacy: PATE and ALIBI" (the Laplace
+release of ALIBI).
 Every randomizer is epsilon-DP with respect to the label of each row, given that row's
 prior. The prior must not depend on the labels, or only through a DP release whose budget
 is counted separately (noisy_cluster_priors; sequential composition).
@@ -349,6 +352,45 @@ def noisy_cluster_priors(ledger: Ledger, labels, clusters, num_clusters, num_cla
     return table[clusters]
 
 
+def one_hot_noise(epsilon):
+    """The noise added to each coordinate of a one-hot label (a frozen scipy distribution).
+
+    Changing one label moves two coordinates of its one-hot vector by one (L1 sensitivity
+    2), so Laplace noise of scale 2 / epsilon on every coordinate is epsilon-label-DP.
+    epsilon = inf adds none.
+    """
+    return scipy.stats.laplace(scale=2 / _as_epsilon(epsilon, allow_inf=False))
+
+
+def laplace_one_hot(ledger: Ledger, labels, num_classes, epsilon, rng, *, examples,
+                    group: str = "") -> np.ndarray:
+    """ALIBI's release: each label's one-hot vector plus one_hot_noise on each of its
+    coordinates, drawn once. Returns (N, num_classes) float64; epsilon-label-DP for each
+    row, charged to its label."""
+    num_classes = _as_count(num_classes, "num_classes")
+    labels = _as_classes(labels, None, num_classes, "labels")
+    eps = _as_epsilon(epsilon)
+    ledger = _charged(ledger, "Laplace one-hot labels", eps, examples, len(labels), group)
+    released = np.eye(num_classes)[labels]
+    if eps < np.inf:
+        released += one_hot_noise(eps).rvs(size=released.shape, random_state=_as_rng(rng))
+    return _observed(ledger, "Laplace one-hot labels", examples, released, group,
+                     num_classes=num_classes, epsilon=eps)
+
+
+def one_hot_log_likelihood(released, epsilon) -> np.ndarray:
+    """log P(released | label = i) for every class i, up to a constant of each row, (N, K),
+    from one_hot_noise: only coordinate i depends on i, so it is
+    log f(r_i - 1) - log f(r_i) for the noise density f. At epsilon = inf, 0 for the
+    released label and -inf elsewhere."""
+    r = np.asarray(released, dtype=np.float64)
+    eps = _as_epsilon(epsilon)
+    if eps == np.inf:
+        return np.where(r == 1, 0.0, -np.inf)
+    noise = one_hot_noise(eps)
+    return noise.logpdf(r - 1) - noise.logpdf(r)
+
+
 # ----- their audits (privboard audit mechanism NAME) ---------------------------------------
 
 AUDIT_CLASSES = 6
@@ -414,6 +456,24 @@ def _register_audits() -> None:
     audit.register("rr-with-prior", audit.AuditSpec(
         f"RRWithPrior on {AUDIT_CLASSES} classes (k* = {AUDIT_TOP_K} for this prior)",
         top_set_pairs, audit.label_sampler(_audited(rr_with_prior)), audit.output_values))
+    def laplace_labels(label, trials, epsilon, rng):
+        return laplace_one_hot(Ledger(), np.full(trials, label), AUDIT_CLASSES, epsilon, rng,
+                               examples=np.arange(trials))
+
+    # The log likelihood ratio of labels a and b is a function of the clipped difference
+    # clip(r_a, 0, 1) - clip(r_b, 0, 1) alone (one_hot_log_likelihood), and its largest
+    # value, epsilon, is where the difference is 1: r_a >= 1 and r_b <= 0.
+    def likelihood_ratio(pair, first, second):
+        def clipped(a, b):
+            return audit.Statistic(
+                lambda x: np.clip(x[:, a], 0, 1) - np.clip(x[:, b], 0, 1),
+                lambda t: f"clip(output[{a}], 0, 1) - clip(output[{b}], 0, 1) >= {t:.4g}")
+        return [clipped(pair.first, pair.second), clipped(pair.second, pair.first)]
+
+    audit.register("laplace-one-hot", audit.AuditSpec(
+        f"Laplace noise on one-hot labels of {AUDIT_CLASSES} classes (ALIBI's release)",
+        (audit.NeighbouringPair(0, 1, "label 0", "label 1"),), laplace_labels,
+        likelihood_ratio))
     audit.register("cluster-histogram", audit.AuditSpec(
         "noisy cluster prior: discrete-Laplace label histogram, clipped and normalised",
         (audit.NeighbouringPair(0, 1, "a one-example cluster labelled 0 (2 classes)",

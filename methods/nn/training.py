@@ -113,15 +113,30 @@ def fit(model: tf.keras.Model, x: np.ndarray, labels: np.ndarray, num_classes: i
         progress: Callable[[str], None] = lambda message: None, label: str = "") -> None:
     """Train ``model`` (logits out) on integer labels with cross-entropy, SGD with
     momentum and decoupled weight decay, and a warm-up schedule."""
+    fit_targets(model, x, tf.one_hot(labels, num_classes).numpy(),
+                tf.keras.losses.CategoricalCrossentropy(from_logits=True), epochs=epochs,
+                batch_size=batch_size, peak_lr=peak_lr, warmup=warmup, momentum=momentum,
+                weight_decay=weight_decay, mixup_alpha=mixup_alpha, seed=seed,
+                schedule=schedule, augment=augment, progress=progress, label=label)
+
+
+def fit_targets(model: tf.keras.Model, x: np.ndarray, targets: np.ndarray,
+                loss: Callable | tf.keras.losses.Loss, *, epochs: int, batch_size: int,
+                peak_lr: float, warmup: float, momentum: float, weight_decay: float,
+                mixup_alpha: float, seed: int, schedule: str = "linear",
+                augment: bool = False,
+                progress: Callable[[str], None] = lambda message: None,
+                label: str = "") -> None:
+    """``fit`` with a row of ``targets`` per example and ``loss(targets, logits)``,
+    inside the compiled train step."""
     if mixup_alpha > 0 and not np.issubdtype(x.dtype, np.floating):
         raise ValueError("mixup blends inputs and needs real-valued ones; set mixup_alpha "
                          "(and later_mixup_alpha) to 0 for index inputs such as ratings")
-    targets = tf.one_hot(labels, num_classes).numpy()
     steps_per_epoch = math.ceil(len(x) / batch_size)
     lr = WarmupSchedule(peak_lr, epochs * steps_per_epoch, warmup, schedule)
     model.compile(
         optimizer=tf.keras.optimizers.SGD(lr, momentum=momentum, weight_decay=weight_decay),
-        loss=tf.keras.losses.CategoricalCrossentropy(from_logits=True))
+        loss=loss)
     # Its slots made now: a first step that creates variables is traced twice.
     model.optimizer.build(model.trainable_variables)
     data = batches(x, targets, batch_size=batch_size, epochs=epochs,
