@@ -67,11 +67,13 @@ class RayExecutor:
         # kernel caps, whatever CPUs Ray reserved: results depend on them bit for bit, and
         # they are fixed when TensorFlow and numpy load. A runtime environment of its own
         # keeps Ray from giving the worker its own OMP_NUM_THREADS (the CPUs reserved) and
-        # gives every node of a cluster the same setting.
+        # gives every node of a cluster the same setting. A fresh worker process for each
+        # cell (max_calls=1), as locally: what a process computed before can change a
+        # cell's bits (PATE's teachers).
         env = {name: os.environ[name] for name in NUMERICS_VARIABLES}
         try:
             return _ray().remote(num_cpus=self.cpus_per_cell, num_gpus=self.gpus_per_cell,
-                                 max_retries=self.max_retries,
+                                 max_retries=self.max_retries, max_calls=1,
                                  runtime_env={"env_vars": env})(self.task)
         except ValueError as err:  # Ray's own checks, such as at most 4 decimals
             raise InputError(f"Ray refuses the resources: {one_line(err)}") from None

@@ -1,12 +1,15 @@
 """The local executor with several workers: cells side by side on this machine, each in
 a worker process of its own.
 
-Every worker is a fresh process (spawn, never a fork of a process that may have loaded
-TensorFlow), so numpy and TensorFlow load there with the cells' thread count
-(OMP_NUM_THREADS, inherited from the command): a cell computes the same bits as in the
-command's own process or on Ray. The driver hands each worker one cell at a time, so two
-workers never run the same cell, and the driver alone writes records, as with Ray: a
-worker sends back its cell's record, and its progress messages for the bar. Two cells
+Every cell runs in a fresh worker process of its own (spawn, never a fork of a process
+that may have loaded TensorFlow), so numpy and TensorFlow load there with the cells'
+thread count (OMP_NUM_THREADS, inherited from the command), and nothing a process
+computed before changes a cell's bits: PATE's 250 teachers trained in a process that
+had run another cell first came out different from those of a fresh process. So a cell
+computes the same bits as in `privboard verify`'s process or on Ray. The driver hands
+each worker one cell, so two workers never run the same cell, and the driver alone
+writes records, as with Ray: a worker sends back its cell's record, and its progress
+messages for the bar. Two cells
 that would train the same cached model (PATE's teachers) start side by side only when
 no other cell is left: the second would wait for the first's cache entry. A worker
 that dies (killed, out of memory) is replaced and its cell runs again, up to
@@ -43,7 +46,7 @@ Task = Callable[[Cell, Path, Callable[[str], None]], RunRecord]
 
 @dataclasses.dataclass
 class WorkerPool:
-    """Runs cells in ``workers`` worker processes, one cell each at a time."""
+    """Runs cells in ``workers`` worker processes at a time, a fresh one for each cell."""
 
     workers: int
     max_retries: int = DEFAULT_RETRIES
@@ -52,13 +55,12 @@ class WorkerPool:
     def __call__(self, cells: list[Cell], data_dir: Path,
                  bar: tqdm) -> Iterator[tuple[Cell, RunRecord]]:
         todo = collections.deque((cell, 0) for cell in cells)  # each with its deaths so far
-        idle: list[_Worker] = []
         busy: dict[Connection, tuple[_Worker, Cell, int]] = {}
         try:
             while todo or busy:
                 while todo and len(busy) < self.workers:
                     cell, deaths = next_cell(todo, [cell for _, cell, _ in busy.values()])
-                    worker = idle.pop() if idle else _Worker(self.task, data_dir)
+                    worker = _Worker(self.task, data_dir)
                     worker.conn.send(cell)
                     busy[worker.conn] = (worker, cell, deaths)
                 bar.set_description(f"{len(busy)} worker(s)")
@@ -82,12 +84,10 @@ class WorkerPool:
                         if kind == "error":  # the harness failed (a bad dataset file):
                             raise value     # the run stops, as it does in this process
                         del busy[conn]
-                        idle.append(worker)
+                        worker.stop(now=False)
                         bar.set_postfix_str(f"done {cell.describe()}")
                         yield cell, value
         finally:
-            for worker in idle:
-                worker.stop(now=False)
             for worker, _, _ in busy.values():  # interrupted: their cells are lost
                 worker.stop(now=True)
 
@@ -126,7 +126,7 @@ class _Worker:
                 else f"exited with code {code}")
 
     def stop(self, now: bool) -> None:
-        self.conn.close()  # an idle worker reads the end of its pipe and returns
+        self.conn.close()  # a worker still waiting for its cell reads the end and returns
         if now:
             self.process.kill()
         self.process.join(timeout=30)
@@ -136,21 +136,20 @@ class _Worker:
 
 
 def _serve(conn: Connection, task: Task, data_dir: Path) -> None:
-    """A worker's life: cells from the driver until it closes the pipe or dies."""
+    """A worker's life: a cell from the driver, until it closes the pipe or dies."""
     # Ctrl-C reaches every process of the terminal's group: the driver stops the workers.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _end_with(multiprocessing.parent_process())
-    while True:
-        try:
-            cell = conn.recv()
-        except EOFError:
-            return
-        try:
-            record = task(cell, data_dir, lambda message: conn.send(("progress", message)))
-        except Exception as err:  # run_cell records a cell's own errors: the harness's
-            conn.send(("error", _sendable(err)))
-            return
-        conn.send(("record", record))
+    try:
+        cell = conn.recv()
+    except EOFError:
+        return
+    try:
+        record = task(cell, data_dir, lambda message: conn.send(("progress", message)))
+    except Exception as err:  # run_cell records a cell's own errors: the harness's
+        conn.send(("error", _sendable(err)))
+        return
+    conn.send(("record", record))
 
 
 def _end_with(parent: multiprocessing.process.BaseProcess) -> None:
