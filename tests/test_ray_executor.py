@@ -130,6 +130,10 @@ def test_a_cell_whose_worker_dies_is_retried_then_recorded_as_failed(tmp_path, l
     (["--executor", "ray", "--max-retries", "-1"], "--max-retries must be >= 0"),
     (["--executor", "ray", "--address", "127.0.0.1:1"],
      "cannot join the Ray cluster at 127.0.0.1:1: Connection refused"),
+    (["--workers", "0"], "--workers must be >= 1, got 0"),
+    (["--workers", "2", "--executor", "ray"], "--workers needs --executor local"),
+    (["--workers", "1", "--max-retries", "2"], "--max-retries needs --workers 2 or more"),
+    (["--workers", "2", "--max-retries", "-1"], "--max-retries must be >= 0"),
 ])
 def test_bad_executor_options_are_one_line_and_exit_2(tmp_path, capsys, argv, message):
     results = tmp_path / "results"

@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 
 import psutil
-import pytest
 
 from benchmarks import datasets, runner
 from benchmarks.cli import main
@@ -116,20 +115,6 @@ def test_two_processes_asking_for_one_cache_entry_train_it_once(tmp_path):
         process.join()
     assert cached == [False, True]
     assert len(list((tmp_path / "cache" / "encoders").glob("*.npz"))) == 1
-
-
-@pytest.mark.parametrize("argv, message", [
-    (["--workers", "0"], "--workers must be >= 1, got 0"),
-    (["--workers", "2", "--executor", "ray"], "--workers needs --executor local"),
-    (["--workers", "1", "--max-retries", "2"], "--max-retries needs --workers 2 or more"),
-    (["--workers", "2", "--max-retries", "-1"], "--max-retries must be >= 0"),
-])
-def test_bad_worker_options_are_one_line_and_exit_2(tmp_path, capsys, argv, message):
-    results = tmp_path / "results"
-    assert main(["run", "--suite", "smoke", "--results", str(results), *argv]) == 2
-    error = capsys.readouterr().err.strip()
-    assert message in error and len(error.splitlines()) == 1
-    assert not results.exists()
 
 
 def test_cells_sharing_a_cached_model_start_side_by_side_only_when_nothing_else_is_left():
