@@ -120,6 +120,9 @@ def test_the_papers_re_run_number_sits_beside_ours_on_the_same_model(mnist):
     # The line's paper points are the whole of Table 5a for ALIBI, nothing of another model.
     assert {cell["model"] for cell in alibi["line"]["paper"]} == {"small CNN"}
     assert len(alibi["line"]["paper"]) == 6
+    # DP-SGD on another network of the same name-sake is not this model's re-run.
+    (dp_sgd,) = _family(mnist, "full-dp")["lines"]
+    assert {cell["source"] for cell in dp_sgd["paper"]} == {"Ghazi et al. 2024, Table 5a"}
 
 
 def test_a_method_without_records_is_absent(mnist, page):
