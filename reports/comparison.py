@@ -64,8 +64,8 @@ def _line(entries: pd.DataFrame, papers: pd.DataFrame) -> dict:
     first = entries.iloc[0]
     name = first["method"] + (f" · {first['variant']}" if first["variant"] else "")
     points = [_point(row) for row in entries.sort_values("epsilon").itertuples(index=False)]
-    audits = [f"ε ≥ {point['audit']['strongest']:.2f} at claim {format_epsilon(point['epsilon'])}"
-              for point in points if point["audit"]]
+    audits = [f"ε ≥ {point['audit']['strongest']:.2f} "
+              f"at claim {format_epsilon(point['epsilon'])}" for point in points if point["audit"]]
     return {"name": name, "method": first["method"], "model": first["model"],
             "points": points, "audits": audits,
             "paper": _paper_cells(papers, first["method"], first["model"], first["variant"])}
@@ -79,8 +79,8 @@ def _paper_cells(papers: pd.DataFrame, method: str, model: str, variant: str) ->
     if model:
         cells = cells[cells["model"] == model]
     cells = cells.sort_values(["paper", "table", "epsilon"])
-    return [{**{key: cell[key] for key in PAPER_KEYS}, "source": f"{cell['paper']}, {cell['table']}"}
-            for _, cell in cells.iterrows()]
+    return [{**{key: cell[key] for key in PAPER_KEYS},
+             "source": f"{cell['paper']}, {cell['table']}"} for _, cell in cells.iterrows()]
 
 
 def _point(row) -> dict:
