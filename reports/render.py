@@ -1,7 +1,8 @@
 """Writes the site: the index (one sortable table and plot per dataset), a page per
-method, per dataset and per configuration, the published copies of the records, the
-exports, and the stylesheet and script it uses. Every link is relative, so the folder
-works from the file system and from any static host.
+method, per dataset (with the comparison of a suite run on one model, where it ran) and
+per configuration, the published copies of the records, the exports, and the stylesheet
+and script it uses. Every link is relative, so the folder works from the file system
+and from any static host.
 
 Only the public part of a record reaches the site: its private diagnostics are never
 rendered, and the raw JSON copies are written from ``RunRecord.public_dict``.
