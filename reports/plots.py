@@ -57,22 +57,35 @@ def plot_dataset(rows: pd.DataFrame, path: Path) -> None:
     for (method, variant), points in paper.groupby(["method", "variant"]):
         ax.scatter(x_of(points["epsilon"]), points["paper_value"], marker=markers[method, variant], s=50,
                    color=colours[method, variant], label=_label("paper", method, variant, ""))
+    has_inf = rows["epsilon"].map(math.isinf).any()
+    epsilon_axis(ax, finite, inf_x if has_inf else None)
+    ax.set_xlabel("epsilon (log scale; inf = non-private, at the right edge)")
+    save_with_legend(fig, ax, metric(rows["metric"].iloc[0]).label, path)
+
+
+def epsilon_axis(ax, finite, inf_x: float | None = None) -> None:
+    """A log epsilon axis ticked at the budgets drawn, and at ``inf_x`` as "inf"."""
     ax.set_xscale("log")
     ticks = _spaced(sorted(set(finite)))
-    if rows["epsilon"].map(math.isinf).any():
+    if inf_x is not None:
         ticks.append(inf_x)
     ax.set_xticks(ticks)
     ax.set_xticklabels(["inf" if t == inf_x else format_epsilon(t) for t in ticks],
                        fontsize=8)
     ax.minorticks_off()
-    ax.set_xlabel("epsilon (log scale; inf = non-private, at the right edge)")
-    ax.set_ylabel(metric(rows["metric"].iloc[0]).label)
+
+
+def save_with_legend(fig, ax, ylabel: str, path: Path, handles: list | None = None) -> None:
+    """The figure with its legend on the right (``handles`` in their order, else every
+    labelled artist), tall enough for every entry, written."""
+    ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
-    legend = ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
-    # Tall enough for every legend entry (a wrapped label takes a line per row of text).
+    legend = ax.legend(handles=handles, fontsize=7, loc="center left",
+                       bbox_to_anchor=(1.01, 0.5), frameon=False)
+    # A wrapped label takes a line per row of text.
     legend_rows = sum(text.get_text().count("\n") + 1 for text in legend.get_texts())
     fig.set_size_inches(10, max(4.5, 0.13 * legend_rows + 0.5))
-    fig.subplots_adjust(left=0.08, right=0.64, bottom=0.13, top=0.96)  # legend on the right
+    fig.subplots_adjust(left=0.08, right=0.64, bottom=0.13, top=0.96)
     fig.savefig(path, dpi=90, bbox_inches="tight")
     plt.close(fig)
 

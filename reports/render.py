@@ -1,7 +1,8 @@
 """Writes the site: the index (one sortable table and plot per dataset), a page per
-method, per dataset and per configuration, the published copies of the records, the
-exports, and the stylesheet and script it uses. Every link is relative, so the folder
-works from the file system and from any static host.
+method, per dataset (with the comparison of a suite run on one model, where it ran) and
+per configuration, the published copies of the records, the exports, and the stylesheet
+and script it uses. Every link is relative, so the folder works from the file system
+and from any static host.
 
 Only the public part of a record reaches the site: its private diagnostics are never
 rendered, and the raw JSON copies are written from ``RunRecord.public_dict``.
@@ -17,6 +18,8 @@ import pandas as pd
 
 from benchmarks.records import RunRecord
 from reports.catalogue import dataset_facts, method_facts
+from reports.comparison import comparisons
+from reports.comparison_plot import plot_comparison
 from reports.configurations import configurations
 from reports.exports import write_exports
 from reports.index_table import EPSILON_COLUMNS, dataset_tables, notion_filter
@@ -75,17 +78,19 @@ def write_site(site: Path, rows: pd.DataFrame, records: pd.DataFrame,
                 record_notions=_record_notions(records[records["method"] == name]),
                 submission=submission if submission and submission["method"] == name
                 else None)
+    compared = _compared(site, rows, published)
     for name in dataset_names:
         _render(site / "datasets" / f"{slug(name)}.html", "dataset.html", name=name,
                 facts=datasets.get(name), note=notes.get(name, ""),
                 configs=[c for c in configs if c["dataset"] == name],
-                on_leaderboard=name in set(rows["dataset"]))
+                on_leaderboard=name in set(rows["dataset"]),
+                comparisons=[c for c in compared if c["dataset"] == name])
     for cell, cell_rows in rows[rows["cell"] != ""].groupby("cell"):
         _write_cell_page(site, cell_rows, records[records["config_id"] == cell], submission)
     tables = dataset_tables(rows, notes)
     ranked = rankings(rows)
     shared = {"tolerance": tolerance, "submission": submission}
-    _render(site / "index.html", "index.html", root="", rankings=ranked,
+    _render(site / "index.html", "index.html", root="", rankings=ranked, comparisons=compared,
             families=family_tabs(ranked),
             unranked=[table for table in tables
                       if table["name"] not in {dataset["name"] for dataset in ranked}],
@@ -100,6 +105,16 @@ def write_site(site: Path, rows: pd.DataFrame, records: pd.DataFrame,
     _render(site / "how-to-read.html", "how-to-read.html", root="",
             rmse_tolerance=metric_tolerance("rmse", tolerance),
             notions=list(SCOPES.values()), **shared)
+
+
+def _compared(site: Path, rows: pd.DataFrame, published: pd.DataFrame) -> list[dict]:
+    """The comparisons of the suites run on one model, each family's figure written."""
+    compared = comparisons(rows, published)
+    for c in compared:
+        for family in c["families"]:
+            family["plot"] = f"{slug(c['dataset'])}-{slug(c['suite'])}-{family['key']}.png"
+            plot_comparison(family, c["reference"], c["label"], site / "plots" / family["plot"])
+    return compared
 
 
 def _render(path: Path, template: str, root: str = "../", **context) -> None:

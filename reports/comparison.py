@@ -1,0 +1,115 @@
+"""The comparison of a suite that runs every method on one model: per dataset and privacy
+family, which method is best at each epsilon of our runs, each method's mean ± std
+beside the papers' re-run numbers on the same model, and its audited epsilon.
+
+It is generic over the rows: any configuration of a compared suite with an ok run takes
+its place, whatever its method; the paper numbers are those of ``baselines/`` for the
+same dataset, method and model. Nothing here reads a record's private diagnostics.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from benchmarks.metrics import metric
+from reports.index_table import audit_of
+from reports.presentation import dataset_title, family_of, ordered_datasets, slug
+from reports.ranking import FAMILIES, REFERENCE
+from reports.rows import format_epsilon
+
+# The suites run to compare methods on one model, each shown as a section of the pages
+# of its datasets.
+COMPARED_SUITES = ("label-dp-small",)
+PAPER_KEYS = ["paper", "table", "column", "value", "epsilon", "note", "accountant", "model"]
+
+
+def comparisons(rows: pd.DataFrame, published: pd.DataFrame) -> list[dict]:
+    """Per compared suite and dataset it ran (in reading order): its families (label-DP,
+    full DP, ...), each with its lines, table and best method per epsilon, and the
+    non-private reference on the same model."""
+    ours = rows[(rows["n"] > 0) & ~rows["superseded"]]
+    ours = ours.drop_duplicates("cell").fillna({"model": "", "variant": ""})
+    ours = ours.assign(family=[family_of(p) for p in ours["protects"]])
+    found = []
+    for suite in COMPARED_SUITES:
+        of_suite = ours[ours["suite"] == suite]
+        for dataset in ordered_datasets(of_suite["dataset"].unique()):
+            mine = of_suite[of_suite["dataset"] == dataset]
+            measure = metric(mine["metric"].iloc[0])
+            papers = published[published["dataset"] == dataset]
+            families = [_family(key, title, mine[mine["family"] == key], papers, measure)
+                        for key, title in FAMILIES if (mine["family"] == key).any()]
+            reference = mine[mine["family"] == REFERENCE]
+            found.append({
+                "suite": suite, "dataset": dataset, "title": dataset_title(dataset),
+                "anchor": f"comparison-{slug(suite)}", "metric": measure.name,
+                "label": measure.label, "families": families,
+                "models": sorted(set(mine["model"]) - {""}),
+                "reference": [_point(row) for row in reference.itertuples(index=False)]})
+    return found
+
+
+def _family(key: str, title: str, entries: pd.DataFrame, papers: pd.DataFrame,
+            measure) -> dict:
+    lines = [_line(line, papers) for _, line in
+             entries.groupby(["method", "model", "variant"], sort=True)]
+    epsilons = sorted(entries["epsilon"].unique())
+    return {"key": key, "title": title, "lines": lines,
+            "by_epsilon": [_at(epsilon, lines, measure) for epsilon in epsilons]}
+
+
+def _line(entries: pd.DataFrame, papers: pd.DataFrame) -> dict:
+    """One method on one model: our points per epsilon, the papers' matching cells and
+    the audited epsilons of its audited twins."""
+    first = entries.iloc[0]
+    name = first["method"] + (f" · {first['variant']}" if first["variant"] else "")
+    points = [_point(row) for row in entries.sort_values("epsilon").itertuples(index=False)]
+    audits = [f"ε ≥ {point['audit']['strongest']:.2f} "
+              f"at claim {format_epsilon(point['epsilon'])}" for point in points if point["audit"]]
+    return {"name": name, "method": first["method"], "model": first["model"],
+            "points": points, "audits": audits,
+            "paper": _paper_cells(papers, first["method"], first["model"], first["variant"])}
+
+
+def _paper_cells(papers: pd.DataFrame, method: str, model: str, variant: str) -> list[dict]:
+    """The papers' private cells a line compares with: the method's on the line's model;
+    for a method that names no model (its network is its own), its headline cells."""
+    cells = papers[(papers["method"] == method) & papers["variant"].isin(["", variant])
+                   & np.isfinite(papers["epsilon"])]
+    if model:
+        cells = cells[cells["model"] == model]
+    cells = cells.sort_values(["paper", "table", "epsilon"])
+    return [{**{key: cell[key] for key in PAPER_KEYS},
+             "source": f"{cell['paper']}, {cell['table']}"} for _, cell in cells.iterrows()]
+
+
+def _point(row) -> dict:
+    audit = audit_of(row)
+    return {"epsilon": float(row.epsilon), "mean": float(row.mean),
+            "std": None if pd.isna(row.std) else float(row.std), "n": int(row.n),
+            "page": slug(row.cell), "audit": audit, "refuted": bool(audit and audit["flagged"]),
+            "model": row.model}
+
+
+def _at(epsilon: float, lines: list[dict], measure) -> dict:
+    """Every line's point at one epsilon beside its paper cells there, and the best: the
+    best mean among the points whose audit does not refute their claim, with the others
+    within one of its standard deviations."""
+    entries = []
+    for line in lines:
+        point = next((p for p in line["points"] if p["epsilon"] == epsilon), None)
+        if point is None:
+            continue
+        papers = [cell for cell in line["paper"] if abs(cell["epsilon"] - epsilon) < 1e-9]
+        entries.append({"line": line, "point": point, "paper": [
+            {**cell, "diff": point["mean"] - cell["value"]} for cell in papers]})
+    entries.sort(key=lambda entry: entry["point"]["mean"], reverse=measure.higher_is_better)
+    best = next((entry for entry in entries if not entry["point"]["refuted"]), None)
+    spread = (best["point"]["std"] or 0.0) if best else 0.0
+    for entry in entries:
+        entry["best"] = entry is best
+        entry["tied"] = (best is not None and entry is not best and not entry["point"]["refuted"]
+                         and abs(entry["point"]["mean"] - best["point"]["mean"]) <= spread)
+    return {"epsilon": epsilon, "entries": entries,
+            "best": best["line"]["name"] if best else None,
+            "tied": [entry["line"]["name"] for entry in entries if entry["tied"]]}

@@ -1,0 +1,178 @@
+"""The comparison of a suite run on one model (label-dp-small), on a dataset's page:
+per privacy family, the best method at each epsilon of our runs, our mean ± std beside
+the papers' re-run numbers, and each audited line's audited epsilon; built from
+synthetic records of a few methods at a few epsilons, 3 seeds each."""
+from __future__ import annotations
+
+import copy
+import html
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+import privboard
+import reports
+from baselines import load_published
+from reports.comparison import comparisons
+from tests.leaderboard_inputs import catalogued, rehashed
+
+GOLDEN = Path(__file__).parent / "golden" / "records"
+SUITE = "label-dp-small"
+# (method, epsilon): the three seeds' test accuracies. At e=1 labeldp-pro is best and
+# alibi within its standard deviation (0.2); at e=2 alibi is best.
+ACCURACIES = {
+    ("alibi", 0.5): (80.0, 81.0, 82.0), ("alibi", 1.0): (94.0, 94.2, 94.4),
+    ("alibi", 2.0): (96.0, 96.2, 96.4),
+    ("labeldp-pro", 0.5): (93.0, 93.5, 94.0), ("labeldp-pro", 1.0): (94.1, 94.3, 94.5),
+    ("labeldp-pro", 2.0): (95.0, 95.2, 95.4),
+    ("dp-sgd", 0.5): (89.0, 90.0, 91.0), ("dp-sgd", 1.0): (91.5, 92.0, 92.5),
+    ("dp-sgd-scatternet", 1.0): (95.0, 95.5, 96.0), ("dp-sgd-scatternet", 3.0): (98.0, 98.2, 98.4),
+    ("non-private", float("inf")): (99.0, 99.1, 99.2),
+}
+NOTIONS = {  # (protects, neighbours, kind, delta)
+    "alibi": ("labels", "substitution", "pure", 0.0),
+    "labeldp-pro": ("labels", "substitution", "approximate", 1e-5),
+    "dp-sgd": ("inputs and labels", "add/remove", "approximate", 1e-5),
+    "dp-sgd-scatternet": ("inputs and labels", "add/remove", "approximate", 1e-5),
+    "non-private": ("nothing", "none", "none", 0.0),
+}
+
+
+def _record(template: dict, method: str, epsilon: float, seed: int, value: float,
+            suite: str = SUITE, audit: dict | None = None) -> dict:
+    protects, neighbours, kind, delta = NOTIONS[method]
+    coded = "inf" if epsilon == float("inf") else epsilon
+    record = copy.deepcopy(template)
+    # ScatterNet's network is its own: its settings name no model.
+    model = {} if method == "dp-sgd-scatternet" else {"model": "small-cnn"}
+    record.update(method=method, epsilon=coded, delta=delta, seed=seed, suite=suite,
+                  hparams={"batch_size": 1024, **model}, metrics={"accuracy_pct": value})
+    record["privacy"].update(protects=protects, neighbours=neighbours, kind=kind, epsilon=coded,
+                             delta=delta)
+    if audit is not None:
+        record.update(kind="audit", audit=audit)
+    return rehashed(record)
+
+
+def _records(folder: Path) -> Path:
+    folder.mkdir(parents=True)
+    template = json.loads((GOLDEN / "mnist-lp1st-e1-s0.json").read_text())
+    audit = {**json.loads((GOLDEN / "mnist-lp1st-e1-s0-audit.json").read_text())["audit"],
+             "method": "alibi"}
+    audit["release"] = {**audit["release"], "epsilon_lower_bound": 0.92}
+    found = [_record(template, method, epsilon, seed, value)
+             for (method, epsilon), values in ACCURACIES.items()
+             for seed, value in enumerate(values)]
+    found.append(_record(template, "alibi", 1.0, 0, 93.0, audit=audit))
+    # Another suite's run of a method: never in the comparison.
+    found.append({**_record(template, "alibi", 1.0, 0, 10.0, suite="quick"),
+                  "method": "lp-1st"})
+    for record in found:
+        record = rehashed(record)
+        name = f"{record['cell_id']}.json"
+        (folder / name).write_text(json.dumps(record))
+    return catalogued(None, folder)
+
+
+@pytest.fixture(scope="module")
+def records(tmp_path_factory) -> Path:
+    return _records(tmp_path_factory.mktemp("comparison") / "records")
+
+
+@pytest.fixture(scope="module")
+def mnist(records) -> dict:
+    rows = privboard.load_rows(results=records, archive=None)
+    (found,) = comparisons(rows, load_published())
+    return found
+
+
+@pytest.fixture(scope="module")
+def page(records, tmp_path_factory) -> str:
+    out = tmp_path_factory.mktemp("site") / "site"
+    reports.build(records, out)
+    return out
+
+
+def _family(found: dict, key: str) -> dict:
+    return next(family for family in found["families"] if family["key"] == key)
+
+
+def test_the_best_method_at_each_epsilon_is_named_per_family(mnist):
+    assert (mnist["dataset"], [f["key"] for f in mnist["families"]]) == ("mnist",
+                                                                         ["label-dp", "full-dp"])
+    label_dp = _family(mnist, "label-dp")
+    assert [(at["epsilon"], at["best"], at["tied"]) for at in label_dp["by_epsilon"]] == [
+        (0.5, "labeldp-pro", []), (1.0, "labeldp-pro", ["alibi"]), (2.0, "alibi", [])]
+    at_1 = label_dp["by_epsilon"][1]["entries"]
+    found = [(e["line"]["method"], round(e["point"]["mean"], 6), e["point"]["n"]) for e in at_1]
+    assert found == [("labeldp-pro", 94.3, 3), ("alibi", 94.2, 3)]  # the audited twin never counts
+    full_dp = _family(mnist, "full-dp")
+    assert [(at["epsilon"], at["best"]) for at in full_dp["by_epsilon"]] == [
+        (0.5, "dp-sgd"), (1.0, "dp-sgd-scatternet"), (3.0, "dp-sgd-scatternet")]
+    assert [(r["mean"], r["n"]) for r in mnist["reference"]] == [(pytest.approx(99.1), 3)]
+
+
+def test_the_papers_re_run_number_sits_beside_ours_on_the_same_model(mnist):
+    at_1 = _family(mnist, "label-dp")["by_epsilon"][1]["entries"]
+    alibi = next(e for e in at_1 if e["line"]["method"] == "alibi")
+    (paper,) = alibi["paper"]
+    assert (paper["value"], paper["paper"], paper["table"], paper["column"], paper["model"]) == (
+        94.1, "Ghazi et al. 2024", "Table 5a", "e=1", "small CNN")
+    assert paper["diff"] == pytest.approx(0.1)
+    # The line's paper points are the whole of Table 5a for ALIBI, nothing of another model.
+    assert {cell["model"] for cell in alibi["line"]["paper"]} == {"small CNN"}
+    assert len(alibi["line"]["paper"]) == 6
+    # DP-SGD on another network of the same name-sake is not this model's re-run.
+    dp_sgd, scatternet = _family(mnist, "full-dp")["lines"]
+    assert {cell["source"] for cell in dp_sgd["paper"]} == {"Ghazi et al. 2024, Table 5a"}
+    # A method whose network is its own compares with its headline cells.
+    (at_3,) = _family(mnist, "full-dp")["by_epsilon"][2]["entries"]
+    assert (scatternet["model"], at_3["line"] is scatternet) == ("", True)
+    assert [(p["value"], p["paper"], p["model"]) for p in at_3["paper"]] == [
+        (98.7, "Tramer & Boneh 2021", "ScatterNet + linear")]
+
+
+def test_a_method_without_records_is_absent(mnist, page):
+    names = {line["method"] for family in mnist["families"] for line in family["lines"]}
+    # Neither lp-2st nor rr (paper cells alone) nor lp-1st (a run of another suite).
+    assert names == {"alibi", "labeldp-pro", "dp-sgd", "dp-sgd-scatternet"}
+    section = _section(page)
+    for absent in ("lp-2st", "rr-debiased", "lp-1st"):
+        assert absent not in section, absent
+
+
+def test_the_dataset_page_shows_the_comparison_and_the_index_links_to_it(mnist, page):
+    section = _section(page)
+    assert "labeldp-pro" in section and "best" in section
+    assert re.search(r"94\.20 ± 0\.20</a>\s*<span[^>]*>n = 3", section)
+    assert "94.10 <span class=\"muted\">Ghazi et al. 2024, Table 5a, e=1</span>" in section
+    assert "ε = 1: <strong>labeldp-pro</strong>" in section
+    assert (_family(mnist, "label-dp")["lines"][0]["audits"]
+            == ["ε ≥ 0.92 at claim 1"])  # alibi's audited twin, shown in the plot's legend
+    assert "≥ 0.92" in section
+    for family in ("label-dp", "full-dp"):
+        assert (page / "plots" / f"mnist-{SUITE}-{family}.png").stat().st_size > 0
+    index = (page / "index.html").read_text()
+    assert f'datasets/mnist.html#comparison-{SUITE}' in index
+
+
+def test_no_private_diagnostic_reaches_the_comparison(tmp_path):
+    records = _records(tmp_path / "records")
+    for path in records.glob("*.json"):
+        record = json.loads(path.read_text())
+        if "cell_id" in record:
+            path.write_text(json.dumps({**record, "diagnostics": {"noise_norm": 31415.9265}}))
+    out = tmp_path / "site"
+    reports.build(records, out)
+    assert "31415" in "".join(path.read_text() for path in records.glob("*.json"))
+    assert "31415" not in (out / "datasets" / "mnist.html").read_text()
+    assert all("31415" not in path.read_text() for path in out.rglob("*.*")
+               if path.suffix != ".png")
+
+
+def _section(site: Path) -> str:
+    text = (site / "datasets" / "mnist.html").read_text()
+    start = text.index(f'id="comparison-{SUITE}"')
+    return html.unescape(text[start:text.index("</section>", start)])
