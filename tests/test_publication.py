@@ -42,7 +42,7 @@ def test_two_configurations_of_the_same_cells_are_shown_apart(tmp_path):
     old = suite_file(tmp_path, "old", MINI.format(name="mini", regularization=0.001))
     new = suite_file(tmp_path, "new", MINI.format(name="mini", regularization=0.01))
     for suite in (old, new):
-        assert main(["run", "--suite", suite, "--results", results]) == 0
+        assert main(["run", "--suite", suite, "--results", results, "--workers", "1"]) == 0
     assert len(list(read_records(tmp_path / "results"))) == 4
 
     # The second run of "mini" made its settings current; shown on request, the old
@@ -65,7 +65,7 @@ def test_two_configurations_of_the_same_cells_are_shown_apart(tmp_path):
 def test_a_dp_erm_site_with_private_tuning_publishes_no_diagnostic(tmp_path):
     results, site = tmp_path / "results", tmp_path / "site"
     suite = suite_file(tmp_path, "tuned", TUNED_DP_ERM)
-    assert main(["run", "--suite", suite, "--results", str(results)]) == 0
+    assert main(["run", "--suite", suite, "--results", str(results), "--workers", "1"]) == 0
     assert main(["report", "--results", str(results), "--out", str(site),
                  "--no-archive"]) == 0
     secrets = {"diagnostics"}

@@ -29,6 +29,12 @@ hparams = {{ epochs = 1, batch_size = 128{extra} }}
 """
 
 
+# The runner's behaviour (records, failures, audited twins) in this process, one cell
+# after another: a fresh worker process per cell is the executors' to test
+# (tests/test_worker_pool.py, tests/test_smoke_suite.py, tests/test_ray_executor.py).
+IN_PROCESS = ["--workers", "1"]
+
+
 def write_suite(tmp_path: Path, extra: str = "") -> str:
     path = tmp_path / "mini.toml"
     path.write_text(SUITE.format(extra=extra))
@@ -37,7 +43,8 @@ def write_suite(tmp_path: Path, extra: str = "") -> str:
 
 def test_records_carry_metrics_privacy_and_provenance(tmp_path):
     results = tmp_path / "results"
-    assert main(["run", "--suite", write_suite(tmp_path), "--results", str(results)]) == 0
+    assert main(["run", "--suite", write_suite(tmp_path), "--results", str(results),
+                 *IN_PROCESS]) == 0
     records = list(read_records(results))
     assert len(records) == 4
     r = records[0]
@@ -58,7 +65,8 @@ def test_records_carry_metrics_privacy_and_provenance(tmp_path):
     assert len({record.cell_id for record in records}) == 4
     # A second run finds everything done and writes nothing.
     before = sorted(p.name for p in results.iterdir())
-    assert main(["run", "--suite", write_suite(tmp_path), "--results", str(results)]) == 0
+    assert main(["run", "--suite", write_suite(tmp_path), "--results", str(results),
+                 *IN_PROCESS]) == 0
     assert sorted(p.name for p in results.iterdir()) == before
 
 
@@ -79,7 +87,7 @@ def test_failed_cell_is_recorded_shown_and_retried_only_when_asked(tmp_path, cap
     suite = tmp_path / "failing.toml"
     suite.write_text(FAILING_SUITE)
     suite = str(suite)
-    assert main(["run", "--suite", suite, "--results", str(results)]) == 1
+    assert main(["run", "--suite", suite, "--results", str(results), *IN_PROCESS]) == 1
     failed = [r for r in read_records(results)]
     assert len(failed) == 4 and all(not r.ok for r in failed)
     assert "1/N" in failed[0].error
@@ -91,8 +99,9 @@ def test_failed_cell_is_recorded_shown_and_retried_only_when_asked(tmp_path, cap
     states = [s for _, s in runner.plan(load_suite(suite), results, tmp_path)]
     assert states == ["failed"] * 4
     # Not retried unless asked; retried (and still failing) when asked.
-    assert main(["run", "--suite", suite, "--results", str(results)]) == 0
-    assert main(["run", "--suite", suite, "--results", str(results), "--retry-failed"]) == 1
+    assert main(["run", "--suite", suite, "--results", str(results), *IN_PROCESS]) == 0
+    assert main(["run", "--suite", suite, "--results", str(results), "--retry-failed",
+                 *IN_PROCESS]) == 1
 
 
 def finished(results: Path) -> dict[str, bytes]:
@@ -183,7 +192,7 @@ def test_an_audited_block_runs_one_twin_per_configuration(tmp_path, capsys):
     suite = tmp_path / "audited.toml"
     suite.write_text(AUDITED)
     results = tmp_path / "results"
-    assert main(["run", "--suite", str(suite), "--results", str(results)]) == 0
+    assert main(["run", "--suite", str(suite), "--results", str(results), *IN_PROCESS]) == 0
     records = sorted(read_records(results), key=lambda r: r.kind)
     assert [r.kind for r in records] == ["audit", "run", "run"]
     twin, runs = records[0], records[1:]
@@ -222,7 +231,7 @@ def test_an_audited_twin_reports_the_privacy_of_the_run_it_audited(tmp_path):
                      .replace('["dp-erm-objective"]', '["lp-1st"]')
                      .replace("seeds = [0, 1]", "seeds = [0]\nhparams = { epochs = 1 }"))
     results = tmp_path / "results"
-    assert main(["run", "--suite", str(suite), "--results", str(results)]) == 0
+    assert main(["run", "--suite", str(suite), "--results", str(results), *IN_PROCESS]) == 0
     twin = next(r for r in read_records(results) if r.kind == "audit")
     assert twin.ok, twin.error
     assert twin.privacy.details["stages"] == 1 and len(twin.privacy.details["stage_k_bar"]) == 1
