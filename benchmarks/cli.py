@@ -2,6 +2,8 @@
 TensorFlow or Ray; only ``run`` does, when the first cell trains, and ``doctor``."""
 from __future__ import annotations
 
+import benchmarks.numerics  # noqa: F401  (first: see benchmarks/numerics.py)
+
 import argparse
 import os
 import sys

@@ -13,6 +13,8 @@ folder must be at the same path on every node (shared storage, or installed on e
 """
 from __future__ import annotations
 
+from benchmarks.numerics import NUMERICS_VARIABLES  # first: see benchmarks/numerics.py
+
 import dataclasses
 import math
 import os
@@ -23,7 +25,6 @@ from typing import Any, Callable, Iterator
 
 from tqdm import tqdm
 
-from benchmarks import NUMERICS_VARIABLES
 from benchmarks.errors import InputError, PrivboardError, one_line
 from benchmarks.executors import DEFAULT_RETRIES
 from benchmarks.records import RunRecord

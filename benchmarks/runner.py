@@ -8,6 +8,8 @@ what a record holds is not.
 """
 from __future__ import annotations
 
+import benchmarks.numerics  # noqa: F401  (first: see benchmarks/numerics.py)
+
 import datetime as dt
 import os
 import subprocess

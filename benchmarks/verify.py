@@ -23,7 +23,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from benchmarks import NUMERICS_VARIABLES, archive as archive_store
+from benchmarks import archive as archive_store
+from benchmarks.numerics import NUMERICS_VARIABLES
 from benchmarks.errors import InputError
 from benchmarks.records import RunRecord, read_records, verification_identity, write_record
 from benchmarks.errors import unknown

@@ -19,6 +19,8 @@ shares the machine with the workers of the killed one.
 """
 from __future__ import annotations
 
+import benchmarks.numerics  # noqa: F401  (first: see benchmarks/numerics.py)
+
 import collections
 import dataclasses
 import multiprocessing
