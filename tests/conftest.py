@@ -35,12 +35,32 @@ def pytest_collection_modifyitems(items) -> None:
             item.add_marker(pytest.mark.xdist_group(group))
 
 
+# Smoke cells that train a model the data folder caches (the SSL encoder, PATE's
+# teachers, the ScatterNet features): the smoke fixture gives each a fresh worker
+# process, as every run does, so what it writes to the cache is what any run trains.
+CACHING = {"rr-ssl-prior", "lp-2st-ssl-prior", "pate-confident-gnmax", "pate-plus-plus",
+           "dp-sgd-scatternet"}
+
+
 @pytest.fixture(scope="session")
 def smoke_results(tmp_path_factory) -> Path:
-    """The smoke suite's records from one local run, shared by the tests that read them
-    (read only: copy before changing anything)."""
+    """The smoke suite's records, shared by the tests that read them (read only: copy
+    before changing anything). The cells of CACHING run in fresh worker processes, the
+    others one after another in this process, the cheapest way here (no process to start
+    per cell). The executors' records are compared with these: local workers in
+    tests/test_smoke_suite.py, Ray in tests/test_ray_executor.py."""
+    import dataclasses
+
+    from benchmarks import datasets, runner
     from benchmarks.cli import main
+    from benchmarks.suites import load_suite
+    from benchmarks.worker_pool import WorkerPool
 
     results = tmp_path_factory.mktemp("smoke") / "results"
-    assert main(["run", "--suite", "smoke", "--results", str(results)]) == 0
+    smoke = load_suite("smoke")
+    caching = dataclasses.replace(smoke, cells=tuple(c for c in smoke.cells
+                                                     if c.method in CACHING))
+    assert runner.run(caching, results, datasets.data_dir(), echo=lambda line: None,
+                      executor=WorkerPool(2)) == 0
+    assert main(["run", "--suite", "smoke", "--results", str(results), "--workers", "1"]) == 0
     return results

@@ -23,6 +23,7 @@ from benchmarks.ray_executor import RayExecutor, train_cell
 from benchmarks.records import read_records
 from benchmarks.suites import load_suite
 from test_runner import finished, write_suite  # the runner tests' 4-cell suite
+from conftest import CACHING
 from test_smoke_suite import ONE_OF_EACH_KIND, comparable
 from test_worker_pool import mini_at_epsilon_one
 
@@ -79,14 +80,15 @@ def test_a_suite_killed_on_ray_is_finished_locally(tmp_path):
 # may have cached (the SSL encoder, PATE's teachers, the ScatterNet features): what a
 # Ray worker could hold that a local worker does not. Every other smoke cell takes the
 # same path through the executor as one of these.
-ON_RAY = ONE_OF_EACH_KIND | {"rr-ssl-prior", "pate-plus-plus", "dp-sgd-scatternet"}
+ON_RAY = ONE_OF_EACH_KIND | CACHING
 
 
 def test_the_smoke_suite_on_ray_gives_the_local_records_bit_for_bit(tmp_path, local_ray,
                                                                    smoke_results):
-    """With default flags on both sides: a suite started locally (its first cell's
-    record) is finished on Ray, which leaves that record as it was and trains the other
-    cells to the local records' bits, metric for metric."""
+    """Ray with its default flags against the local records (the smoke fixture's: most
+    cells in one process, those that cache a model in fresh ones): a suite started
+    locally (its first cell's record) is finished on Ray, which leaves that record as it
+    was and trains the other cells to the local records' bits, metric for metric."""
     on_ray = tmp_path / "ray"
     smoke = load_suite("smoke")
     cells = [c for c in smoke.cells if c.method in ON_RAY and not c.skip]

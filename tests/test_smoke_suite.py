@@ -50,15 +50,16 @@ def comparable(results: Path) -> dict[str, dict]:
 
 
 def test_one_worker_and_several_give_the_same_records(tmp_path, smoke_results):
-    """The smoke suite's records (default flags: one worker per core) against one cell
-    of each kind run with another worker count."""
-    other = 1 if default_workers() > 1 else 2
+    """The smoke suite's records (most of them trained one after another in one process:
+    tests/conftest.py) against one cell of each kind run by the default executor, two or
+    more worker processes side by side, each cell in a fresh one."""
+    workers = max(2, default_workers())
     smoke = load_suite("smoke")
     cells = [c for c in smoke.cells if c.method in ONE_OF_EACH_KIND and not c.skip]
     suite = dataclasses.replace(smoke, cells=tuple(cells))
     results = tmp_path / "results"
     assert runner.run(suite, results, datasets.data_dir(), echo=lambda line: None,
-                      executor=WorkerPool(other) if other > 1 else None) == 0
+                      executor=WorkerPool(workers)) == 0
     names = {f"{c.cell_id}.json" for c in cells}
     expected = {name: r for name, r in comparable(smoke_results).items() if name in names}
     assert len(expected) == len(cells) >= len(ONE_OF_EACH_KIND)
