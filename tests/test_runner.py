@@ -115,8 +115,9 @@ def finished(results: Path) -> dict[str, bytes]:
 def test_kill_minus_nine_then_resume_loses_and_duplicates_nothing(tmp_path):
     results = tmp_path / "results"
     suite = write_suite(tmp_path)
+    # The command killed with its cell (worker processes killed: tests/test_worker_pool.py).
     cmd = [sys.executable, "-m", "benchmarks.cli", "run", "--suite", suite,
-           "--results", str(results)]
+           "--results", str(results), *IN_PROCESS]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
     while time.time() < deadline and not finished(results):
