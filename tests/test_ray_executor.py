@@ -1,89 +1,33 @@
-"""Suites on Ray: records equal to the local executor's with default flags, resuming
-across executors in both directions, and a cell whose worker dies retried, then recorded
-as failed."""
+"""Suites on Ray: records equal to the local executor's with default flags, a suite
+started locally finished on Ray, and bad executor options refused. A killed driver and a
+dying worker are tests/test_ray_resilience.py's."""
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import json
-import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
-from pathlib import Path
 
-import psutil
 import pytest
 
 from benchmarks import datasets, runner
 from benchmarks.cli import main
-from benchmarks.ray_executor import RayExecutor, train_cell
-from benchmarks.records import read_records
+from benchmarks.ray_executor import RayExecutor
 from benchmarks.suites import load_suite
-from test_runner import finished, write_suite  # the runner tests' 4-cell suite
-from conftest import CACHING
 from test_smoke_suite import comparable
-from test_worker_pool import mini_at_epsilon_one
 
-ray = pytest.importorskip("ray")
-
-
-@pytest.fixture(scope="module")
-def local_ray():
-    """One local Ray instance for the tests that run in this process; an executor uses
-    a running instance instead of starting its own."""
-    ray.init(address="local", include_dashboard=False)
-    yield
-    ray.shutdown()
-
-
-def kill_after_a_new_record(cmd: list[str], results: Path) -> dict[str, bytes]:
-    """Start a run, kill -9 it once it has written a record; the records it left."""
-    before = len(finished(results))
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 300
-    while time.time() < deadline and len(finished(results)) == before:
-        time.sleep(0.1)
-    started = psutil.Process(proc.pid).children(recursive=True)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-    # Ray's agents outlive a killed driver by a minute or so; none of its processes can
-    # write a record (the driver writes them all), so they are simply stopped here.
-    for process in started:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            process.kill()
-    psutil.wait_procs(started, timeout=30)
-    return finished(results)
-
-
-# First in the file: its run on Ray starts a Ray instance of its own, better done before
-# this module's shared instance exists.
-def test_a_suite_killed_on_ray_is_finished_locally(tmp_path):
-    """Killed on Ray (kill -9 of the driver), finished locally: every record the killed
-    run left is kept as it was, and none is written twice. A local run killed and resumed
-    is tests/test_runner.py's; a suite started locally and finished on Ray is below."""
-    results, suite = tmp_path / "results", write_suite(tmp_path)
-    run = ["run", "--suite", suite, "--results", str(results)]
-    on_ray = kill_after_a_new_record(
-        [sys.executable, "-m", "benchmarks.cli", *run, "--executor", "ray"], results)
-    assert 1 <= len(on_ray) < 4
-    assert main([*run, "--executor", "local"]) == 0
-    after = finished(results)
-    assert len(after) == 4 and all(after[name] == data for name, data in on_ray.items())
-    assert len({json.loads(data)["cell_id"] for data in after.values()}) == 4
-    assert all(record.ok for record in read_records(results))
+pytest.importorskip("ray")
 
 
 # What a Ray worker could do otherwise than a local one: the numerics pins of a
-# TensorFlow method (DP-SGD) and of a numpy one (spread LR), and every cell that trains
-# or reads a model cached in the data folder (the SSL encoder, PATE's teachers, the
-# ScatterNet features). Every other smoke cell takes one of these paths.
-ON_RAY = {"dp-sgd", "spread-lr"} | CACHING
+# TensorFlow method (DP-SGD) and of a numpy one (spread LR), and one cell for each model
+# the data folder caches (the SSL encoder, PATE's teachers, the ScatterNet features:
+# their other readers in tests/conftest.py's CACHING take the same path). Every other smoke
+# cell takes one of these paths; each cell costs a fresh Ray worker.
+ON_RAY = {"dp-sgd", "spread-lr", "rr-ssl-prior", "pate-confident-gnmax", "dp-sgd-scatternet"}
 
 
-def test_the_smoke_suite_on_ray_gives_the_local_records_bit_for_bit(tmp_path, local_ray,
+def test_the_smoke_suite_on_ray_gives_the_local_records_bit_for_bit(tmp_path,
                                                                    smoke_results):
     """Ray with its default flags against the local records (the smoke fixture's: most
     cells in one process, those that cache a model in fresh ones): a suite started
@@ -103,36 +47,6 @@ def test_the_smoke_suite_on_ray_gives_the_local_records_bit_for_bit(tmp_path, lo
     assert len(expected) == len(cells) >= len(ON_RAY)
     assert comparable(on_ray) == expected
     assert (on_ray / started).read_bytes() == (smoke_results / started).read_bytes()
-
-
-def dying(attempts: Path, deaths_by_seed: dict[int, int]):
-    """A Ray task of test_worker_pool.Dying: Ray takes a function, pickled by value,
-    since its workers cannot import the tests."""
-
-    def task(cell, data_dir):
-        attempt = len(list(attempts.glob(f"{cell.cell_id}-*"))) + 1
-        (attempts / f"{cell.cell_id}-{attempt}").touch()
-        if attempt <= deaths_by_seed[cell.seed]:
-            os._exit(1)
-        return train_cell(cell, data_dir)
-
-    return task
-
-
-def test_a_cell_whose_worker_dies_is_retried_then_recorded_as_failed(tmp_path, local_ray):
-    results, attempts = tmp_path / "results", tmp_path / "attempts"
-    attempts.mkdir()
-    executor = RayExecutor(max_retries=1, task=dying(attempts, {0: 1, 1: 2}))
-    assert runner.run(mini_at_epsilon_one(tmp_path), results, datasets.data_dir(),
-                      executor=executor, echo=lambda line: None) == 1
-    records = {record.seed: record for record in read_records(results)}
-    assert records[0].ok  # died once, then trained on the retry
-    assert not records[1].ok  # died on the try and on the one retry
-    assert records[1].error.startswith("lost on Ray (retries allowed: 1): WorkerCrashedError")
-    assert "\n" not in records[1].error
-    assert records[1].provenance["device"] == "unknown: the worker died"
-    tries = sorted(path.name.rsplit("-", 1)[1] for path in attempts.iterdir())
-    assert tries == ["1", "1", "2", "2"]  # each cell: its try and its one retry
 
 
 @pytest.mark.parametrize("argv, message", [
