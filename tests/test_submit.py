@@ -18,8 +18,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from benchmarks import bundle
+from benchmarks import archive, bundle
 from benchmarks.cli import main
+from benchmarks.records import CATALOGUE
 from benchmarks.privacy import randomizers
 from plugins.installed import (EXAMPLE, HERE, ROOT, Submitted, dist_info, example_metadata,
                                installed, submit)
@@ -116,8 +117,11 @@ def test_the_example_goes_from_install_to_a_row_on_the_site(submitted, tmp_path,
     secrets = {text for share in private if 0 < share < 1
                for text in (repr(share), f"{share:.6g}")}
     assert secrets
-    site = tmp_path / "site"
-    assert report(done.bundle, site, capsys) == (0, "")
+    # Beside the archive's smoke suite alone: the whole archive is test_archive's.
+    store, site = tmp_path / "archive", tmp_path / "site"
+    shutil.copytree(archive.ARCHIVE / "smoke", store / "smoke")
+    shutil.copy(archive.ARCHIVE / CATALOGUE, store)  # its configurations are current
+    assert report(done.bundle, site, capsys, "--archive", str(store)) == (0, "")
     for path in public_files(done.bundle) + public_files(site):
         text = path.read_text(errors="ignore")
         assert path.suffix != ".json" or '"diagnostics"' not in text, path
