@@ -47,13 +47,14 @@ def kill_after_a_new_record(cmd: list[str], results: Path) -> dict[str, bytes]:
 def test_a_suite_killed_on_ray_is_finished_locally(tmp_path):
     """Killed on Ray (kill -9 of the driver), finished locally: every record the killed
     run left is kept as it was, and none is written twice. A local run killed and resumed
-    is tests/test_runner.py's; a suite started locally and finished on Ray is below."""
+    is tests/test_runner.py's; a suite started locally and finished on Ray is
+    tests/test_ray_executor.py's."""
     results, suite = tmp_path / "results", write_suite(tmp_path)
     run = ["run", "--suite", suite, "--results", str(results)]
     on_ray = kill_after_a_new_record(
         [sys.executable, "-m", "benchmarks.cli", *run, "--executor", "ray"], results)
     assert 1 <= len(on_ray) < 4
-    assert main([*run, "--executor", "local"]) == 0
+    assert main([*run, "--executor", "local", "--workers", "1"]) == 0  # in this process
     after = finished(results)
     assert len(after) == 4 and all(after[name] == data for name, data in on_ray.items())
     assert len({json.loads(data)["cell_id"] for data in after.values()}) == 4
