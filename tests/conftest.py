@@ -23,16 +23,26 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 # runs that take a third of the time, are spread one by one.
 SPREAD_ONE_BY_ONE = {"test_paper_suite_settings"}
 SMOKE_READERS = {"test_private_values", "test_ray_executor", "test_smoke_suite"}
+# The longest groups (two minutes each) are handed out first, so that neither is the last
+# one running while the other worker has nothing left.
+LONGEST_FIRST = ("smoke-suite", "test_method_contract")
 
 
 # First: pytest-xdist reads the groups in a hook of its own, which must find them set.
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items) -> None:
+    groups = {}
     for item in items:
         module = item.module.__name__
         if module not in SPREAD_ONE_BY_ONE:
-            group = "smoke-suite" if module in SMOKE_READERS else module
-            item.add_marker(pytest.mark.xdist_group(group))
+            groups[item] = "smoke-suite" if module in SMOKE_READERS else module
+            item.add_marker(pytest.mark.xdist_group(groups[item]))
+
+    def rank(item) -> int:
+        group = groups.get(item)
+        return LONGEST_FIRST.index(group) if group in LONGEST_FIRST else len(LONGEST_FIRST)
+
+    items.sort(key=rank)  # stable: the rest keeps its order
 
 
 # Smoke cells that train a model the data folder caches (the SSL encoder, PATE's
