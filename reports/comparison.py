@@ -13,7 +13,8 @@ import pandas as pd
 
 from benchmarks.metrics import metric
 from reports.index_table import audit_of
-from reports.presentation import dataset_title, family_of, ordered_datasets, slug
+from reports.presentation import (MODEL_NAMES, dataset_title, family_of,
+                                  ordered_datasets, slug)
 from reports.ranking import FAMILIES, REFERENCE
 from reports.rows import format_epsilon
 
@@ -62,7 +63,10 @@ def _line(entries: pd.DataFrame, papers: pd.DataFrame) -> dict:
     """One method on one model: our points per epsilon, the papers' matching cells and
     the audited epsilons of its audited twins."""
     first = entries.iloc[0]
-    name = first["method"] + (f" · {first['variant']}" if first["variant"] else "")
+    # The section names its model: a line's name keeps only what else sets it apart.
+    detail = ", ".join(part for part in first["variant"].split(", ")
+                       if part and MODEL_NAMES.get(part, part) != first["model"])
+    name = first["method"] + (f" · {detail}" if detail else "")
     points = [_point(row) for row in entries.sort_values("epsilon").itertuples(index=False)]
     audits = [f"ε ≥ {point['audit']['strongest']:.2f} "
               f"at claim {format_epsilon(point['epsilon'])}" for point in points if point["audit"]]

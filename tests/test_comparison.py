@@ -31,6 +31,9 @@ ACCURACIES = {
     ("dp-sgd-scatternet", 1.0): (95.0, 95.5, 96.0), ("dp-sgd-scatternet", 3.0): (98.0, 98.2, 98.4),
     ("non-private", float("inf")): (99.0, 99.1, 99.2),
 }
+# The variants the methods name (the model among them), where not empty.
+VARIANTS = {"alibi": "small-cnn", "dp-sgd": "small-cnn, none norm",
+            "dp-sgd-scatternet": "ScatterNet + linear, data normalisation"}
 NOTIONS = {  # (protects, neighbours, kind, delta)
     "alibi": ("labels", "substitution", "pure", 0.0),
     "labeldp-pro": ("labels", "substitution", "approximate", 1e-5),
@@ -48,7 +51,8 @@ def _record(template: dict, method: str, epsilon: float, seed: int, value: float
     # ScatterNet's network is its own: its settings name no model.
     model = {} if method == "dp-sgd-scatternet" else {"model": "small-cnn"}
     record.update(method=method, epsilon=coded, delta=delta, seed=seed, suite=suite,
-                  hparams={"batch_size": 1024, **model}, metrics={"accuracy_pct": value})
+                  hparams={"batch_size": 1024, **model}, metrics={"accuracy_pct": value},
+                  variant=VARIANTS.get(method, ""))
     record["privacy"].update(protects=protects, neighbours=neighbours, kind=kind, epsilon=coded,
                              delta=delta)
     if audit is not None:
@@ -109,9 +113,18 @@ def test_the_best_method_at_each_epsilon_is_named_per_family(mnist):
     found = [(e["line"]["method"], round(e["point"]["mean"], 6), e["point"]["n"]) for e in at_1]
     assert found == [("labeldp-pro", 94.3, 3), ("alibi", 94.2, 3)]  # the audited twin never counts
     full_dp = _family(mnist, "full-dp")
+    scatternet = "dp-sgd-scatternet · ScatterNet + linear, data normalisation"
     assert [(at["epsilon"], at["best"]) for at in full_dp["by_epsilon"]] == [
-        (0.5, "dp-sgd"), (1.0, "dp-sgd-scatternet"), (3.0, "dp-sgd-scatternet")]
+        (0.5, "dp-sgd · none norm"), (1.0, scatternet), (3.0, scatternet)]
     assert [(r["mean"], r["n"]) for r in mnist["reference"]] == [(pytest.approx(99.1), 3)]
+
+
+def test_a_line_is_named_without_the_model_its_section_names(mnist):
+    names = [[line["name"] for line in family["lines"]] for family in mnist["families"]]
+    assert mnist["models"] == ["small CNN"]
+    assert names == [["alibi", "labeldp-pro"],
+                     ["dp-sgd · none norm",
+                      "dp-sgd-scatternet · ScatterNet + linear, data normalisation"]]
 
 
 def test_the_papers_re_run_number_sits_beside_ours_on_the_same_model(mnist):
