@@ -2,11 +2,12 @@
 
 The README's headline is the ``table4-cpu`` suite laid out as the label-DP paper's Table 4:
 a row per dataset and method with its short notion, a column per epsilon, our mean ± std
-(n) and the difference to the paper. docs/results.md holds per suite how many cells it
+(n) and the difference to the paper. Above it, the README names the best method at each
+epsilon of the suites run on one model (reports.comparison), per dataset and family. docs/results.md holds per suite how many cells it
 has, how long they trained here and how to run it again, and every leaderboard row
 that holds a number of ours (the rows.md export, cut to those rows).
 
-``python -m reports.readme_tables`` rewrites both between their markers; the tests check
+``python -m reports.readme_tables`` rewrites them between their markers; the tests check
 that the files hold what this module generates.
 """
 from __future__ import annotations
@@ -14,6 +15,8 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+
+import pandas as pd
 
 from benchmarks import archive as archive_store
 from reports.presentation import ordered_datasets, short_notion
@@ -26,18 +29,23 @@ RESULTS = ROOT / "docs" / "results.md"
 START, END = "<!-- archive-tables:start -->", "<!-- archive-tables:end -->"
 HEADLINE_START, HEADLINE_END = "<!-- headline-table:start -->", "<!-- headline-table:end -->"
 HEADLINE_SUITE = "table4-cpu"
+BEST_START, BEST_END = "<!-- best-table:start -->", "<!-- best-table:end -->"
 
 
-def section(archive: Path = archive_store.ARCHIVE) -> str:
-    """The generated text between the markers of docs/results.md."""
-    return "\n".join(["", _suite_times(archive), "", _headline_rows(archive), ""])
-
-
-def headline(archive: Path = archive_store.ARCHIVE, suite: str = HEADLINE_SUITE) -> str:
-    """The generated text between the README's markers: ``suite`` as the paper's table."""
+def archive_rows(archive: Path = archive_store.ARCHIVE) -> pd.DataFrame:
+    """The leaderboard's rows of the archive alone, which every generated table reads."""
     import reports
 
-    rows = reports.load_rows(results=None, archive=archive)
+    return reports.load_rows(results=None, archive=archive)
+
+
+def section(rows: pd.DataFrame, archive: Path = archive_store.ARCHIVE) -> str:
+    """The generated text between the markers of docs/results.md."""
+    return "\n".join(["", _suite_times(archive), "", _headline_rows(rows), ""])
+
+
+def headline(rows: pd.DataFrame, suite: str = HEADLINE_SUITE) -> str:
+    """The generated text between the README's markers: ``suite`` as the paper's table."""
     table = next(table for table in suite_tables(rows) if table["suite"] == suite)
     notions = {(line.dataset, line.method, line.variant):
                short_notion(line.protects, line.neighbours, line.kind)
@@ -52,6 +60,43 @@ def headline(archive: Path = archive_store.ARCHIVE, suite: str = HEADLINE_SUITE)
         notion = notions[line["dataset"], line["method"], line["variant"]]
         lines.append("| " + " | ".join([line["dataset"], name, notion, *cells]) + " |")
     return "\n".join(["", *lines, ""])
+
+
+def best(rows: pd.DataFrame) -> str:
+    """The generated text between the README's best-table markers: per dataset and
+    privacy family of the suites run on one model, the best method at each epsilon of our
+    runs, with its mean ± std (n) and, in brackets, those within one standard deviation
+    of it. A method is named alone unless it has two lines in its family."""
+    from baselines import load_published
+    from reports.comparison import comparisons
+
+    found = comparisons(rows, load_published())
+    epsilons = sorted({at["epsilon"] for compared in found for family in compared["families"]
+                       for at in family["by_epsilon"]})
+    header = ["dataset", "privacy"] + [f"ε = {format_epsilon(e)}" for e in epsilons]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for compared in found:
+        for family in compared["families"]:
+            methods = [line["method"] for line in family["lines"]]
+            short = {line["name"]: line["method"] if methods.count(line["method"]) == 1
+                     else line["name"] for line in family["lines"]}
+            at = {entry["epsilon"]: entry for entry in family["by_epsilon"]}
+            cells = [_best_cell(at.get(epsilon), short, compared["metric"])
+                     for epsilon in epsilons]
+            lines.append("| " + " | ".join([compared["dataset"], family["title"], *cells])
+                         + " |")
+    return "\n".join(["", *lines, ""])
+
+
+def _best_cell(at: dict | None, short: dict[str, str], metric: str) -> str:
+    if at is None or at["best"] is None:
+        return ""
+    point = next(entry["point"] for entry in at["entries"] if entry["best"])
+    spread = "" if point["std"] is None else f" ± {format_number(point['std'], metric)}"
+    tied = (f" (within one std: {', '.join(short[name] for name in at['tied'])})"
+            if at["tied"] else "")
+    return (f"**{short[at['best']]}** {format_number(point['mean'], metric)}{spread} "
+            f"(n={point['n']}){tied}")
 
 
 def _cell(cell: dict | None, metric: str) -> str:
@@ -83,13 +128,12 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 60:.0f} min" if seconds < 3600 else f"{seconds / 3600:.1f} h"
 
 
-def _headline_rows(archive: Path) -> str:
+def _headline_rows(archive_rows: pd.DataFrame) -> str:
     """The lines of the rows.md export of the archive alone that hold our numbers (but
     those of the suites kept for tests)."""
-    import reports
     from reports.exports import markdown
 
-    header, rule, *rows = markdown(reports.load_rows(results=None, archive=archive)).splitlines()
+    header, rule, *rows = markdown(archive_rows).splitlines()
     names = [cell.strip() for cell in header.split("|")]
     ours, suite = names.index("ours"), names.index("suite")
     kept = [row for row in rows if row.split("|")[ours].strip()
@@ -116,9 +160,12 @@ def _rewrite(path: Path, start: str, end: str, generated: str) -> bool:
 def rewrite(readme: Path = README, results: Path = RESULTS,
             archive: Path = archive_store.ARCHIVE) -> list[Path]:
     """Rewrite both files' generated tables; the files that changed."""
-    changed = [_rewrite(readme, HEADLINE_START, HEADLINE_END, headline(archive)),
-               _rewrite(results, START, END, section(archive))]
-    return [path for path, was in zip((readme, results), changed) if was]
+    rows = archive_rows(archive)
+    readme_changed = [_rewrite(readme, BEST_START, BEST_END, best(rows)),
+                      _rewrite(readme, HEADLINE_START, HEADLINE_END, headline(rows))]
+    results_changed = _rewrite(results, START, END, section(rows, archive))
+    return [path for path, was in ((readme, any(readme_changed)), (results, results_changed))
+            if was]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,6 +5,7 @@ import types
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from benchmarks import datasets
 from benchmarks.contract import _REGISTRY, Budget
@@ -32,21 +33,46 @@ def test_readme_example_method_registers_fits_and_charges_its_ledger():
         _REGISTRY.pop("noisy-majority", None)
 
 
-def test_readme_tables_of_our_results_are_those_the_archive_gives():
+@pytest.fixture(scope="module")
+def archive_rows():
+    from reports import readme_tables as tables
+
+    return tables.archive_rows()
+
+
+def test_readme_tables_of_our_results_are_those_the_archive_gives(archive_rows):
     from reports import readme_tables as tables
 
     results = tables.between(tables.RESULTS.read_text(), tables.START, tables.END)
-    assert results == tables.section(), "run: python -m reports.readme_tables"
-    headline = tables.between(README.read_text(), tables.HEADLINE_START, tables.HEADLINE_END)
-    assert headline == tables.headline(), "run: python -m reports.readme_tables"
+    assert results == tables.section(archive_rows), "run: python -m reports.readme_tables"
+    readme = README.read_text()
+    headline = tables.between(readme, tables.HEADLINE_START, tables.HEADLINE_END)
+    assert headline == tables.headline(archive_rows), "run: python -m reports.readme_tables"
+    best = tables.between(readme, tables.BEST_START, tables.BEST_END)
+    assert best == tables.best(archive_rows), "run: python -m reports.readme_tables"
 
 
-def test_the_headline_table_reads_as_the_papers_table_4():
+def test_the_readme_names_the_best_method_at_each_epsilon_of_the_one_model_suite(
+        archive_rows):
+    """A row per dataset and family; each cell the comparison's best method in bold, named
+    alone, with its mean ± std (n)."""
+    from reports import readme_tables as tables
+
+    header, _, *lines = tables.best(archive_rows).strip().splitlines()
+    assert header.startswith("| dataset | privacy | ε = 0.1 | ε = 0.5 | ε = 1 |")
+    label_dp = next(line for line in lines if line.startswith("| mnist | label-DP |"))
+    cells = [cell.strip() for cell in label_dp.strip("|").split("|")][2:]
+    assert all(re.fullmatch(r"\*\*[a-z0-9-]+\*\* \d+\.\d\d( ± \d+\.\d\d)? "
+                            r"\(n=\d\)( \(within one std: .+\))?", cell)
+               for cell in cells if cell), cells
+
+
+def test_the_headline_table_reads_as_the_papers_table_4(archive_rows):
     """A row per method, a column per epsilon, each cell mean ± std (n) and the difference
     to the paper's number, with the short notion."""
     from reports import readme_tables as tables
 
-    header, _, *lines = tables.headline().strip().splitlines()
+    header, _, *lines = tables.headline(archive_rows).strip().splitlines()
     assert header == "| dataset | method | privacy | ε = 1 | ε = 2 | ε = 3 | ε = 4 | ε = inf |"
     lp = next(line for line in lines if line.startswith("| mnist | lp-1st |"))
     cells = [cell.strip() for cell in lp.strip("|").split("|")]
