@@ -56,7 +56,19 @@ def _family(key: str, title: str, entries: pd.DataFrame, papers: pd.DataFrame,
              entries.groupby(["method", "model", "variant"], sort=True)]
     epsilons = sorted(entries["epsilon"].unique())
     return {"key": key, "title": title, "lines": lines,
-            "by_epsilon": [_at(epsilon, lines, measure) for epsilon in epsilons]}
+            "by_epsilon": [_at(epsilon, lines, measure) for epsilon in epsilons],
+            "notes": _paper_notes(lines)}
+
+
+def _paper_notes(lines: list[dict]) -> list[dict]:
+    """Per line, the distinct notes of its paper cells (how the paper ran or accounted
+    them), shown under the table: a difference with the paper reads with them."""
+    found = []
+    for line in lines:
+        notes = list(dict.fromkeys(cell["note"] for cell in line["paper"] if cell["note"]))
+        if notes:
+            found.append({"name": line["name"], "notes": notes})
+    return found
 
 
 def _line(entries: pd.DataFrame, papers: pd.DataFrame) -> dict:

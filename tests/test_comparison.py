@@ -147,6 +147,17 @@ def test_the_papers_re_run_number_sits_beside_ours_on_the_same_model(mnist):
         (98.7, "Tramer & Boneh 2021", "ScatterNet + linear")]
 
 
+def test_the_papers_notes_sit_under_their_familys_table(mnist, page):
+    """How a paper ran or accounted its numbers reads beside the difference with ours:
+    LabelDP-Pro's accounting at sensitivity C, against privboard's 2C."""
+    notes = {line["name"]: line["notes"] for line in _family(mnist, "label-dp")["notes"]}
+    assert any("privboard charges 2C" in note for note in notes["labeldp-pro"])
+    assert notes["alibi"] == ["re-run by LabelDP-Pro with ALIBI's PyTorch code"]
+    text = html.unescape((page / "datasets" / "mnist.html").read_text())
+    assert "The papers' numbers for <strong>labeldp-pro</strong>: " in text
+    assert "(privboard charges 2C)." in text
+
+
 def test_a_method_without_records_is_absent(mnist, page):
     names = {line["method"] for family in mnist["families"] for line in family["lines"]}
     # Neither lp-2st nor rr (paper cells alone) nor lp-1st (a run of another suite).
