@@ -3,9 +3,10 @@
 The README's headline is the ``table4-cpu`` suite laid out as the label-DP paper's Table 4:
 a row per dataset and method with its short notion, a column per epsilon, our mean ± std
 (n) and the difference to the paper. Above it, the README names the best method at each
-epsilon of the suites run on one model (reports.comparison), per dataset and family. docs/results.md holds per suite how many cells it
-has, how long they trained here and how to run it again, and every leaderboard row
-that holds a number of ours (the rows.md export, cut to those rows).
+epsilon of the suites run on one model (reports.comparison), per dataset and family.
+docs/results.md holds per suite how many cells it has, how long they trained here and
+how to run it again, and every leaderboard row that holds a number of ours (the rows.md
+export, cut to those rows).
 
 ``python -m reports.readme_tables`` rewrites them between their markers; the tests check
 that the files hold what this module generates.
