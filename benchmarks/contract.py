@@ -180,6 +180,21 @@ class Method:
         return self.ctx.ledger.total(self.notion_for(self.budget, self.hparams),
                                      self.budget.delta)
 
+    def planned_curve(self, train_size: int) -> np.ndarray:
+        """The RDP curve (at rdp.ORDERS) that a fit on ``train_size`` examples will charge
+        its worst example, known from the budget and settings alone, before any data is
+        read: what a private selection of these settings is charged for
+        (benchmarks.tuning). A pure epsilon-DP fit is within the pure curve of its budget,
+        which its ledger is held to; other methods state their own curve, or cannot be
+        tuned privately."""
+        from benchmarks.privacy import Kind, rdp
+
+        notion = self.notion_for(self.budget, self.hparams)
+        if notion.private and notion.kind is Kind.PURE:
+            return rdp.pure_rdp(self.budget.epsilon)
+        raise InputError(f"{self.name} cannot be tuned privately: it states no RDP curve "
+                         f"for its fit before training")
+
     def privacy_details(self) -> dict[str, Any]:
         """Public accounting details beyond the ledger (calibrated noise, stage settings).
         Nothing computed from private data unless a charge on the ledger covers it."""

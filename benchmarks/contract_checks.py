@@ -29,7 +29,7 @@ from benchmarks import datasets, library_watch
 from benchmarks.contract import Budget, Method, Split
 from benchmarks.errors import InputError, public_error
 from benchmarks.ledger_watch import Seen, watch
-from benchmarks.privacy import Accountant, Kind, Neighbours, PrivacyNotion, Protects, replay
+from benchmarks.privacy import Accountant, Kind, Neighbours, PrivacyNotion, Protects, rdp, replay
 
 TINY_TRAIN, TINY_TEST = 240, 60
 TINY_DATASETS = {"image": "digits", "tabular": "breast-cancer"}
@@ -214,6 +214,26 @@ def check_libraries_charged(fitted: Fitted) -> None:
         raise ContractBreach(line)
 
 
+def check_planned_curve(fitted: Fitted) -> str:
+    """The RDP curve a method states before its fit (what a private selection of its
+    settings is charged for) bounds what the fit's ledger charged its worst example."""
+    m = fitted.model
+    notion = m.notion_for(fitted.budget, m.hparams)
+    if not notion.private:
+        return "non-private: nothing to plan"
+    try:
+        planned = m.planned_curve(len(fitted.train))
+    except InputError as err:
+        return public_error(err)
+    spent = m.ctx.ledger.curve(notion)
+    over = np.flatnonzero(spent > planned * (1 + 1e-9) + 1e-12)
+    if over.size:
+        i = int(over[0])
+        raise ContractBreach(f"its fit charged RDP {spent[i]:.6g} at order "
+                             f"{rdp.ORDERS[i]:g}, above the {planned[i]:.6g} it planned")
+    return "its planned RDP curve bounds its fit's"
+
+
 def check_deterministic(fitted: Fitted) -> None:
     again = fit(type(fitted.model), seed=fitted.model.seed).proba
     if again.shape != fitted.proba.shape:
@@ -324,6 +344,7 @@ ON_A_FIT: tuple[tuple[str, Callable[[Fitted], None]], ...] = (
     ("charges the run's ledger for every mechanism of the privacy layer",
      check_mechanisms_charge_the_run),
     ("charges every step of the watched DP libraries", check_libraries_charged),
+    ("charges no more than the RDP curve it plans", check_planned_curve),
     ("is deterministic for a fixed seed", check_deterministic),
     ("gives no influence to data that no charge covers",
      check_uncharged_data_has_no_influence),

@@ -51,12 +51,14 @@ def _hash(identity: Any) -> str:
 
 
 def config_identity(method: str, method_version: int, dataset: str, dataset_fingerprint: str,
-                    epsilon: float, delta: float, hparams: dict[str, Any]) -> str:
-    """A hash of what changes a result except the seed, never of paths or hosts."""
+                    epsilon: float, delta: float, hparams: dict[str, Any],
+                    search: dict[str, Any] | None = None) -> str:
+    """A hash of what changes a result except the seed, never of paths or hosts; a
+    private search of the settings (benchmarks.tuning) is part of it."""
     return _hash({"method": method, "method_version": method_version, "dataset": dataset,
                   "dataset_fingerprint": dataset_fingerprint,
                   "epsilon": encode_epsilon(epsilon), "delta": float(delta),
-                  "hparams": hparams})
+                  "hparams": hparams, **({"search": search} if search else {})})
 
 
 def cell_identity(config_id: str, seed: int, audit: bool = False) -> str:
@@ -139,6 +141,11 @@ class RunRecord:
     # "verification" for a re-run of a recorded cell, whose verdict is ``verification``
     # (benchmarks.verify). Neither counts towards the accuracy columns.
     kind: str = "run"
+    # A private search of the settings (benchmarks.tuning.Search.as_dict), part of the
+    # configuration's identity; and how the settings were chosen (benchmarks.
+    # settings_chosen), which is not.
+    search: dict[str, Any] = dataclasses.field(default_factory=dict)
+    settings_chosen: dict[str, str] = dataclasses.field(default_factory=dict)
     audit: dict[str, Any] = dataclasses.field(default_factory=dict)
     verification: dict[str, Any] = dataclasses.field(default_factory=dict)
     diagnostics: dict[str, Any] = dataclasses.field(default_factory=dict)  # PRIVATE
@@ -165,7 +172,7 @@ class RunRecord:
         """The configuration identity this record's contents hash to."""
         return config_identity(self.method, self.method_version, self.dataset,
                                self.dataset_fingerprint, self.epsilon, self.delta,
-                               self.hparams)
+                               self.hparams, self.search or None)
 
     @property
     def expected_cell_id(self) -> str:
@@ -187,7 +194,9 @@ class RunRecord:
             "test_split": self.test_split, "datasets_used": self.datasets_used, "wall_time_s": self.wall_time_s,
             "started_at": self.started_at, "finished_at": self.finished_at,
             "provenance": self.provenance, **({"error": self.error} if self.error else {}),
-            "kind": self.kind, **({"audit": self.audit} if self.audit else {}),
+            "kind": self.kind, **({"search": self.search} if self.search else {}),
+            **({"settings_chosen": self.settings_chosen} if self.settings_chosen else {}),
+            **({"audit": self.audit} if self.audit else {}),
             **({"verification": self.verification} if self.verification else {}),
         }
 
@@ -253,7 +262,9 @@ class RunRecord:
             started_at=str(data.get("started_at", "")),
             finished_at=str(data.get("finished_at", "")),
             provenance=dict(data.get("provenance") or {}), error=str(data.get("error", "")),
-            kind=kind, audit=dict(data.get("audit") or {}),
+            kind=kind, search=dict(data.get("search") or {}),
+            settings_chosen=dict(data.get("settings_chosen") or {}),
+            audit=dict(data.get("audit") or {}),
             verification=dict(data.get("verification") or {}),
             diagnostics=dict(data.get("diagnostics") or {}), path=path)
         record.check_identity(where)

@@ -26,13 +26,14 @@ from tqdm import tqdm
 from benchmarks import catalogue, datasets
 from benchmarks.audit.training import CONFIDENCE as AUDIT_CONFIDENCE
 from benchmarks.context import RunContext
-from benchmarks.contract import Dataset, Split
+from benchmarks.contract import Dataset, Method, Split
 from benchmarks.errors import PrivboardError, one_line, public_error
 from benchmarks.metrics import evaluate, prior_quality
 from benchmarks.records import Privacy, RunRecord, done_cells, write_record
 from benchmarks.registry import get_method
 from benchmarks.suites import Cell, Suite
 from benchmarks.tf_runtime import cpu_model, numerics, pin_threads, training_device
+from benchmarks.tuning import PrivatelyTuned
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGES = ("tensorflow", "keras", "tensorflow-privacy", "dp-accounting", "numpy",
@@ -159,7 +160,7 @@ def run_cell(cell: Cell, data: Dataset, context: RunContext,
     record = new_record(cell, data.fingerprint, context)
     start = time.perf_counter()
     try:
-        method = get_method(cell.method)(cell.budget, context=context, **cell.hparams)
+        method = make_method(cell, context)
         record.variant = method.variant()
         if cell.audit:
             _audit(cell, data, method, record, audit_confidence)
@@ -174,6 +175,15 @@ def run_cell(cell: Cell, data: Dataset, context: RunContext,
     record.finished_at = now()
     record.provenance = provenance(numerics())
     return record
+
+
+def make_method(cell: Cell, context: RunContext) -> Method:
+    """The cell's method, or its private selection when the cell searches its settings."""
+    method_cls = get_method(cell.method)
+    if cell.search is not None:
+        return PrivatelyTuned(method_cls, cell.budget, cell.search, context=context,
+                              **cell.hparams)
+    return method_cls(cell.budget, context=context, **cell.hparams)
 
 
 def _train_and_evaluate(cell: Cell, data: Dataset, method, record: RunRecord) -> None:
@@ -209,8 +219,9 @@ def new_record(cell: Cell, fingerprint: str, context: RunContext) -> RunRecord:
         cell_id=cell.cell_id, config_id=cell.config_id, suite=cell.suite, status="failed",
         method=cell.method, method_version=method_cls.version, dataset=cell.dataset,
         dataset_fingerprint=fingerprint, seed=cell.seed, epsilon=cell.epsilon,
-        delta=cell.delta, hparams=cell.hparams,
-        privacy=Privacy(method_cls.notion_for(cell.budget, cell.hparams)),
+        delta=cell.delta, hparams=cell.hparams, privacy=Privacy(cell.notion),
+        search=cell.search.as_dict() if cell.search else {},
+        settings_chosen=cell.chosen.as_dict(),
         datasets_used=context.datasets_used, diagnostics=context.diagnostics,
         kind="audit" if cell.audit else "run", started_at=now())
 

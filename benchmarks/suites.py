@@ -13,6 +13,9 @@ A suite file holds a name, a description and ``[[block]]`` tables::
                                # tables runs each as its own variant
     audit = true               # also run an audited twin of each configuration (its
                                # first seed) with canaries: benchmarks.audit.training
+    chosen = "a priori"        # how the settings were chosen: benchmarks.settings_chosen
+    [block.search]             # or: chosen by private selection, charged:
+    ...                        # benchmarks.tuning
 
 Everything is validated when the suite is loaded, before anything runs.
 """
@@ -26,11 +29,15 @@ from typing import Any
 from benchmarks import datasets
 from benchmarks.contract import Budget
 from benchmarks.errors import PrivboardError
+from benchmarks.privacy import PrivacyNotion
 from benchmarks.records import cell_identity, config_identity, describe_cell
 from benchmarks.registry import get_method, unknown
+from benchmarks.settings_chosen import PRIVATE, UNDECLARED, Chosen
+from benchmarks.tuning import Search, check_tunable, tuned_notion
 
 SUITES_DIR = Path(__file__).parent / "suites"
-BLOCK_KEYS = {"datasets", "methods", "epsilons", "delta", "seeds", "hparams", "audit"}
+BLOCK_KEYS = {"datasets", "methods", "epsilons", "delta", "seeds", "hparams", "audit", "chosen",
+              "search"}
 
 
 class SuiteError(PrivboardError):
@@ -48,17 +55,26 @@ class Cell:
     hparams: dict[str, Any]  # the method's defaults with the block's overrides applied
     skip: str | None = None  # why the method cannot run this setting
     audit: bool = False  # the audited twin of the configuration: trained with canaries
+    search: Search | None = None  # settings chosen by a private selection from this
+    chosen: Chosen = Chosen(UNDECLARED)  # how the settings were chosen: not an identity
 
     @property
     def budget(self) -> Budget:
         return Budget(self.epsilon, self.delta)
 
     @property
+    def notion(self) -> PrivacyNotion:
+        """The notion the cell's number carries."""
+        notion = get_method(self.method).notion_for(self.budget, self.hparams)
+        return notion if self.search is None else tuned_notion(notion)
+
+    @property
     def config_id(self) -> str:
         """What changes the result except the seed (benchmarks.records)."""
         return config_identity(self.method, get_method(self.method).version, self.dataset,
                                datasets.get_spec(self.dataset).fingerprint, self.epsilon,
-                               self.delta, self.hparams)
+                               self.delta, self.hparams,
+                               None if self.search is None else self.search.as_dict())
 
     @property
     def cell_id(self) -> str:
@@ -127,6 +143,7 @@ def _expand(suite: str, block: dict[str, Any], where: str) -> list[Cell]:
     audit = block.get("audit", False)
     if not isinstance(audit, bool):
         raise SuiteError(f"{where}: audit must be true or false, got {audit!r}")
+    search, chosen = _search_and_choice(block, where)
     variants = block.get("hparams", {})
     variants = variants if isinstance(variants, list) else [variants]
     cells = []
@@ -136,13 +153,28 @@ def _expand(suite: str, block: dict[str, Any], where: str) -> list[Cell]:
             method = get_method(method_name)
             for overrides in variants:
                 cells += _cells(suite, dataset, task, method, overrides, block["epsilons"],
-                                delta, block["seeds"], where, audit)
+                                delta, block["seeds"], where, audit, search, chosen)
     return cells
+
+
+def _search_and_choice(block: dict[str, Any], where: str) -> tuple[Search | None, Chosen]:
+    """A block's private search, if it has one, and how its settings were chosen."""
+    try:
+        if "search" in block:
+            if "chosen" in block:
+                raise SuiteError(f"{where}: a block with a search is chosen by private "
+                                 f"selection; it declares no other choice")
+            return Search.from_dict(block["search"], f"{where} search"), Chosen(PRIVATE)
+        if "chosen" in block:
+            return None, Chosen.from_toml(block["chosen"], where)
+        return None, Chosen(UNDECLARED)
+    except ValueError as err:
+        raise SuiteError(str(err)) from None
 
 
 def _cells(suite: str, dataset: str, task: str, method: type, overrides: dict[str, Any],
            epsilons: list[float], delta: float, seeds: list[int], where: str,
-           audit: bool) -> list[Cell]:
+           audit: bool, search: Search | None, chosen: Chosen) -> list[Cell]:
     unknown_hp = sorted(set(overrides) - set(method.defaults))
     if unknown_hp:
         raise SuiteError(f"{where}: {method.name} has no hyperparameter(s) {unknown_hp}; "
@@ -156,20 +188,25 @@ def _cells(suite: str, dataset: str, task: str, method: type, overrides: dict[st
             raise SuiteError(f"{where}: {err}") from None
         skip = method.skip_reason(task, budget, hparams)
         if skip is None:
-            _check_settings(method, budget, overrides, where)
+            _check_settings(method, budget, overrides, where, search)
         cells += [Cell(suite, dataset, method.name, budget.epsilon, budget.delta, int(seed),
-                       hparams, skip) for seed in seeds]
+                       hparams, skip, search=search, chosen=chosen) for seed in seeds]
         if audit and skip is None and method.notion_for(budget, hparams).private:
             cells.append(Cell(suite, dataset, method.name, budget.epsilon, budget.delta,
-                              int(seeds[0]), hparams, audit=True))
+                              int(seeds[0]), hparams, audit=True, search=search,
+                              chosen=chosen))
     return cells
 
 
-def _check_settings(method: type, budget: Budget, overrides: dict[str, Any], where: str) -> None:
+def _check_settings(method: type, budget: Budget, overrides: dict[str, Any], where: str,
+                    search: Search | None) -> None:
     """Constructing a method validates its settings without training: a typo stops the
     suite with one line before any cell runs, instead of failing every cell."""
     try:
-        method(budget, seed=0, **overrides)
+        if search is None:
+            method(budget, seed=0, **overrides)
+        else:
+            check_tunable(method, budget, overrides, search, where)
     except ValueError as err:
         raise SuiteError(f"{where}: {method.name}: {err}") from None
 

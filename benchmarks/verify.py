@@ -60,14 +60,18 @@ def rerun(record: RunRecord, data_dir: Path | None) -> RunRecord:
     from benchmarks.context import RunContext
     from benchmarks.registry import get_method
     from benchmarks.runner import run_cell
+    from benchmarks.settings_chosen import Chosen
     from benchmarks.suites import Cell
+    from benchmarks.tuning import Search
 
     version = get_method(record.method).version
     if version != record.method_version:
         raise InputError(f"{record.method} is at version {version} here and the record at "
                          f"{record.method_version}: that version's code is not here to re-run")
     cell = Cell(record.suite, record.dataset, record.method, record.epsilon, record.delta,
-                record.seed, record.hparams, audit=record.is_audit)
+                record.seed, record.hparams, audit=record.is_audit,
+                search=Search.from_dict(record.search) if record.search else None,
+                chosen=Chosen.from_dict(record.settings_chosen))
     data = datasets.load(record.dataset, data_dir)
     if data.fingerprint != record.dataset_fingerprint:
         raise InputError(f"{record.dataset} has fingerprint {data.fingerprint} here and "

@@ -21,7 +21,8 @@ import numpy as np
 
 from benchmarks.contract import Budget, Method, Split
 from benchmarks.errors import InputError
-from benchmarks.privacy import Accountant, Kind, Neighbours, PrivacyNotion, Protects, dp_sgd
+from benchmarks.privacy import (Accountant, Kind, Neighbours, PrivacyNotion, Protects,
+                                SampledGaussian, dp_sgd)
 
 PAPER = "Abadi et al., Deep Learning with Differential Privacy (CCS 2016)"
 
@@ -50,10 +51,25 @@ class NoisyGradientMethod(Method):
 
     def calibration(self, dataset_size: int) -> dict[str, Any]:
         """The noise multiplier and steps that spend the budget on ``dataset_size``
-        examples (benchmarks.privacy.dp_sgd.calibrate)."""
+        examples (benchmarks.privacy.dp_sgd.calibrate), what ``released_besides`` leaves
+        of it."""
         h = self.hparams
         return dp_sgd.calibrate(self.budget.epsilon, self.budget.delta, dataset_size,
-                                h["batch_size"], h["epochs"])
+                                h["batch_size"], h["epochs"], self.released_besides())
+
+    def planned_curve(self, train_size: int) -> np.ndarray:
+        """The calibrated DP-SGD's RDP curve, with that of ``released_besides``."""
+        h = self.hparams
+        besides = self.released_besides()
+        training = SampledGaussian(*dp_sgd.plan(self.budget.epsilon, self.budget.delta,
+                                                train_size, h["batch_size"], h["epochs"],
+                                                besides))
+        return training.curve() + (0.0 if besides is None else besides)
+
+    def released_besides(self) -> np.ndarray | None:
+        """The RDP curve of what a fit releases of its records besides DP-SGD's sums
+        (None: nothing)."""
+        return None
 
 
 class DPSGD(NoisyGradientMethod):

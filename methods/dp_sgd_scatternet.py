@@ -43,7 +43,7 @@ import numpy as np
 from benchmarks.atomic import atomic_write, building
 from benchmarks.contract import Budget, Split
 from benchmarks.errors import InputError
-from benchmarks.privacy import dp_sgd, noisy_clipped_mean
+from benchmarks.privacy import noisy_clipped_mean
 from methods.cache_entries import content_digest as _digest, read_checked
 from methods.dp_sgd import DP_SGD_NOTION, DPSGD
 
@@ -192,16 +192,11 @@ class DPSGDScatterNet(DPSGD):
             if not isinstance(h[key], numbers.Real) or isinstance(h[key], bool) or not h[key] > 0:
                 raise InputError(f"{self.name}: {key} must be a number > 0, got {h[key]!r}")
 
-    def _normalisation_rdp(self) -> np.ndarray | None:
+    def released_besides(self) -> np.ndarray | None:
         """The RDP of the two released statistics; None when nothing is released."""
         if self.hparams["norm"] != "data":
             return None
         return noisy_clipped_mean.rdp_curve(self.hparams["norm_noise_multiplier"], releases=2)
-
-    def calibration(self, dataset_size: int) -> dict[str, Any]:
-        h = self.hparams
-        return dp_sgd.calibrate(self.budget.epsilon, self.budget.delta, dataset_size,
-                                h["batch_size"], h["epochs"], self._normalisation_rdp())
 
     def _scattered(self, x: np.ndarray) -> np.ndarray:
         return features(x, data_dir=self.ctx.data_root(), progress=self.progress).values

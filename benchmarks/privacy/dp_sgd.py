@@ -70,10 +70,7 @@ def calibrate(epsilon: float, delta: float, dataset_size: int, batch_size: int,
     (of the training alone) is None. Raises InputError before any search when the input
     is invalid, and when no noise multiplier in SIGMA_RANGE meets the target.
     """
-    validate(epsilon, delta, dataset_size, batch_size, epochs)
-    rate = batch_size / dataset_size
-    steps = steps_for(dataset_size, batch_size, epochs)
-    sigma = noise_multiplier_for(epsilon, delta, rate, steps, spent_rdp)
+    sigma, rate, steps = plan(epsilon, delta, dataset_size, batch_size, epochs, spent_rdp)
     return {
         "noise_multiplier": sigma,
         "steps": steps,
@@ -83,6 +80,15 @@ def calibrate(epsilon: float, delta: float, dataset_size: int, batch_size: int,
                         if spent_rdp is None else None),
         "delta": delta,
     }
+
+
+def plan(epsilon: float, delta: float, dataset_size: int, batch_size: int, epochs: float,
+         spent_rdp: np.ndarray | None = None) -> tuple[float, float, int]:
+    """(noise multiplier, sampling rate, steps) of ``calibrate``, without its epsilons."""
+    validate(epsilon, delta, dataset_size, batch_size, epochs)
+    rate = batch_size / dataset_size
+    steps = steps_for(dataset_size, batch_size, epochs)
+    return noise_multiplier_for(epsilon, delta, rate, steps, spent_rdp), rate, steps
 
 
 def total_epsilon(sigma: float, rate: float, steps: int, delta: float,

@@ -243,8 +243,7 @@ class Ledger:
                          0.0, "pure", {})
         if not 0 < delta < 1:
             raise InputError(f"RDP composition needs a delta in (0, 1), got {delta!r}")
-        curve = _worst_example(charges, lambda c: c.cost.curve())
-        epsilon, order = rdp.epsilon_from_rdp(curve, delta)
+        epsilon, order = rdp.epsilon_from_rdp(self.curve(notion), delta)
         details: dict[str, Any] = {"rdp_order": order}
         gaussians = [c.cost for c in charges]
         if len(gaussians) == 1 and isinstance(gaussians[0], SampledGaussian):
@@ -252,6 +251,15 @@ class Ledger:
             details["epsilon_pld"] = rdp.sampled_gaussian_pld_epsilon(
                 g.noise_multiplier, g.sampling_rate, g.steps, delta)
         return Total(epsilon, delta, "rdp", details)
+
+    def curve(self, notion: PrivacyNotion) -> np.ndarray:
+        """The RDP curve (at rdp.ORDERS) of the worst example under the charges on the
+        notion's fields: zero without a charge, infinite with an unprotected one."""
+        charges = self.relevant(notion)
+        if not charges:
+            return np.zeros(rdp.ORDERS.shape)
+        return np.broadcast_to(_worst_example(charges, lambda c: c.cost.curve()),
+                               rdp.ORDERS.shape).astype(np.float64)
 
     def entries(self, delta: float) -> list[dict[str, Any]]:
         """The charges for the record, each with the epsilon it would cost alone."""

@@ -54,6 +54,18 @@ def pure_rdp(epsilon: float, orders: np.ndarray = ORDERS) -> np.ndarray:
     return np.minimum(epsilon, 0.5 * epsilon * epsilon * np.asarray(orders, dtype=np.float64))
 
 
+def repeat_and_select_rdp(curve: np.ndarray, mean: float, shape: float,
+                          orders: np.ndarray = ORDERS) -> np.ndarray:
+    """The RDP curve of the best of K runs of a mechanism with RDP ``curve``, K truncated
+    negative binomial with ``mean`` and ``shape`` (Papernot and Steinke 2022, Theorem 2):
+    dp_accounting's computation of its RepeatAndSelectDpEvent, on any curve."""
+    from dp_accounting.rdp.rdp_privacy_accountant import _compute_rdp_repeat_and_select
+
+    return np.asarray(_compute_rdp_repeat_and_select(
+        list(orders), list(np.asarray(curve, dtype=np.float64)), mean, shape),
+        dtype=np.float64)
+
+
 def epsilon_from_rdp(curve: np.ndarray, delta: float,
                      orders: np.ndarray = ORDERS) -> tuple[float, float]:
     """(epsilon, best order) of an RDP curve at ``delta``: dp_accounting's conversion."""
