@@ -12,7 +12,9 @@ run``) and in the archive (written by ``privboard archive``):
   fingerprint, task, classes, and its split sizes where it was installed;
 - configurations: the configuration identities of every cell of the built-in suites
   (and of the suite files run into that folder), each with its suites. A record of
-  any other configuration is superseded.
+  any other configuration is superseded;
+- chosen: per configuration, how its settings were chosen, as its suite declares it
+  (benchmarks.settings_chosen); catalogues written before it lack this section.
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ import numpy as np
 from benchmarks.atomic import atomic_write
 from benchmarks.errors import PrivboardError
 from benchmarks.records import CATALOGUE
+from benchmarks.settings_chosen import UNDECLARED
 
 SCHEMA = 1
 SECTIONS = ("methods", "datasets", "configurations")
@@ -45,9 +48,12 @@ def current(suites: Iterable = ()) -> dict[str, Any]:
 
     root = datasets.data_dir()
     configurations: dict[str, list[str]] = {}
+    chosen: dict[str, dict[str, str]] = {}
     for suite in [*(load_suite(name) for name in suite_names()), *suites]:
         for cell in suite.cells:
             _add(configurations, cell.config_id, suite.name)
+            if cell.chosen.how != UNDECLARED:
+                chosen.setdefault(cell.config_id, cell.chosen.as_dict())
     return {
         "schema": SCHEMA, "written_at": dt.datetime.now(dt.timezone.utc).isoformat(
             timespec="seconds"),
@@ -62,6 +68,7 @@ def current(suites: Iterable = ()) -> dict[str, Any]:
                             "offline": spec.offline, "sizes": cached_sizes(spec, root)}
                      for name, spec in sorted(datasets.SPECS.items())},
         "configurations": dict(sorted(configurations.items())),
+        "chosen": dict(sorted(chosen.items())),
     }
 
 
@@ -79,6 +86,8 @@ def write(folder: Path, suites: Iterable = ()) -> Path:
         for name in names:
             if name not in replaced:
                 _add(catalogue["configurations"], config, name)
+                if config in previous.get("chosen", {}):
+                    catalogue["chosen"].setdefault(config, previous["chosen"][config])
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / CATALOGUE
     with atomic_write(path) as f:
@@ -107,10 +116,11 @@ def read(folder: Path) -> dict[str, Any] | None:
 def merged(catalogues: Iterable[dict[str, Any] | None]) -> dict[str, Any]:
     """One catalogue from several: the facts of the newest; the configurations of all."""
     found = sorted((c for c in catalogues if c), key=lambda c: c.get("written_at", ""))
-    result: dict[str, Any] = {name: {} for name in SECTIONS}
+    result: dict[str, Any] = {name: {} for name in (*SECTIONS, "chosen")}
     for catalogue in found:
         result["methods"].update(catalogue["methods"])
         result["datasets"].update(catalogue["datasets"])
+        result["chosen"].update(catalogue.get("chosen", {}))
         for config, names in catalogue["configurations"].items():
             for name in names:
                 _add(result["configurations"], config, name)

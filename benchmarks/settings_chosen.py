@@ -22,7 +22,15 @@ A_PRIORI, PUBLIC, TEST, PRIVATE, UNDECLARED = (
     "undeclared")
 _TOML_KEYS = {"a_priori": A_PRIORI, "public": PUBLIC, "test": TEST}
 BADGES = {A_PRIORI: "a priori", PUBLIC: "tuned on public data", TEST: "test-tuned",
-          PRIVATE: "tuned privately", UNDECLARED: "settings' origin not declared"}
+          PRIVATE: "tuned privately", UNDECLARED: "origin not declared"}
+# A ranking names its best per track: the settings that never saw the test split (fixed
+# a priori, tuned on public data, or by a charged selection), and the others (tuned on
+# the test split uncharged, or not saying), which a user could not reproduce.
+HONEST_TRACK, TEST_TUNED_TRACK = "honest", "test-tuned"
+
+
+def track_of(how: str) -> str:
+    return HONEST_TRACK if how in (A_PRIORI, PUBLIC, PRIVATE) else TEST_TUNED_TRACK
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,16 +12,18 @@ import numpy as np
 import pandas as pd
 
 from benchmarks.metrics import metric
+from benchmarks.settings_chosen import HONEST_TRACK, TEST_TUNED_TRACK
 from reports.index_table import audit_of
 from reports.presentation import (MODEL_NAMES, dataset_title, family_of,
                                   ordered_datasets, slug)
-from reports.ranking import FAMILIES, REFERENCE
+from reports.ranking import FAMILIES, REFERENCE, settings_badge
 from reports.rows import format_epsilon
 
 # The suites run to compare methods on one model, each shown as a section of the pages
 # of its datasets.
-COMPARED_SUITES = ("label-dp-small",)
+COMPARED_SUITES = ("label-dp-small", "label-dp-small-tuned")
 PAPER_KEYS = ["paper", "table", "column", "value", "epsilon", "note", "accountant", "model"]
+TRACKS = (HONEST_TRACK, TEST_TUNED_TRACK)
 
 
 def comparisons(rows: pd.DataFrame, published: pd.DataFrame) -> list[dict]:
@@ -46,7 +48,7 @@ def comparisons(rows: pd.DataFrame, published: pd.DataFrame) -> list[dict]:
                 "anchor": f"comparison-{slug(suite)}", "metric": measure.name,
                 "label": measure.label, "families": families,
                 "models": sorted(set(mine["model"]) - {""}),
-                "reference": [_point(row) for row in reference.itertuples(index=False)]})
+                "reference": [point(row) for row in reference.itertuples(index=False)]})
     return found
 
 
@@ -79,7 +81,7 @@ def _line(entries: pd.DataFrame, papers: pd.DataFrame) -> dict:
     detail = ", ".join(part for part in first["variant"].split(", ")
                        if part and MODEL_NAMES.get(part, part) != first["model"])
     name = first["method"] + (f" · {detail}" if detail else "")
-    points = [_point(row) for row in entries.sort_values("epsilon").itertuples(index=False)]
+    points = [point(row) for row in entries.sort_values("epsilon").itertuples(index=False)]
     audits = [f"ε ≥ {point['audit']['strongest']:.2f} "
               f"at claim {format_epsilon(point['epsilon'])}" for point in points if point["audit"]]
     return {"name": name, "method": first["method"], "model": first["model"],
@@ -99,18 +101,20 @@ def _paper_cells(papers: pd.DataFrame, method: str, model: str, variant: str) ->
              "source": f"{cell['paper']}, {cell['table']}"} for _, cell in cells.iterrows()]
 
 
-def _point(row) -> dict:
+def point(row) -> dict:
+    """One configuration of ours: its mean, spread and seeds, audit and settings' track."""
     audit = audit_of(row)
     return {"epsilon": float(row.epsilon), "mean": float(row.mean),
             "std": None if pd.isna(row.std) else float(row.std), "n": int(row.n),
             "page": slug(row.cell), "audit": audit, "refuted": bool(audit and audit["flagged"]),
-            "model": row.model}
+            "model": row.model, **settings_badge(row.chosen, row.chosen_detail)}
 
 
 def _at(epsilon: float, lines: list[dict], measure) -> dict:
-    """Every line's point at one epsilon beside its paper cells there, and the best: the
-    best mean among the points whose audit does not refute their claim, with the others
-    within one of its standard deviations."""
+    """Every line's point at one epsilon beside its paper cells there, and the best of
+    each track of settings (settings_chosen.track_of): the best mean among its points
+    whose audit does not refute their claim, with the others of the track within one of
+    its standard deviations."""
     entries = []
     for line in lines:
         point = next((p for p in line["points"] if p["epsilon"] == epsilon), None)
@@ -120,12 +124,18 @@ def _at(epsilon: float, lines: list[dict], measure) -> dict:
         entries.append({"line": line, "point": point, "paper": [
             {**cell, "diff": point["mean"] - cell["value"]} for cell in papers]})
     entries.sort(key=lambda entry: entry["point"]["mean"], reverse=measure.higher_is_better)
-    best = next((entry for entry in entries if not entry["point"]["refuted"]), None)
-    spread = (best["point"]["std"] or 0.0) if best else 0.0
-    for entry in entries:
-        entry["best"] = entry is best
-        entry["tied"] = (best is not None and entry is not best and not entry["point"]["refuted"]
-                         and abs(entry["point"]["mean"] - best["point"]["mean"]) <= spread)
-    return {"epsilon": epsilon, "entries": entries,
-            "best": best["line"]["name"] if best else None,
-            "tied": [entry["line"]["name"] for entry in entries if entry["tied"]]}
+    best = []
+    for track in TRACKS:
+        mine = [entry for entry in entries if entry["point"]["track"] == track]
+        top = next((entry for entry in mine if not entry["point"]["refuted"]), None)
+        spread = (top["point"]["std"] or 0.0) if top else 0.0
+        for entry in mine:
+            entry["best"] = track if entry is top else ""
+            entry["tied"] = (top is not None and entry is not top
+                             and not entry["point"]["refuted"]
+                             and abs(entry["point"]["mean"] - top["point"]["mean"]) <= spread)
+        if mine:
+            best.append({"track": track, "name": top["line"]["name"] if top else None,
+                         "point": top["point"] if top else None,
+                         "tied": [entry["line"]["name"] for entry in mine if entry["tied"]]})
+    return {"epsilon": epsilon, "entries": entries, "best": best}

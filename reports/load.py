@@ -16,6 +16,7 @@ import pandas as pd
 from benchmarks.errors import PrivboardError
 from benchmarks.metrics import DEFAULT_METRIC
 from benchmarks.records import RecordError, RunRecord, read_records
+from benchmarks.settings_chosen import Chosen
 from reports.presentation import MODEL_NAMES
 
 NOTION_FIELDS = ("protects", "neighbours", "kind", "accountant")
@@ -23,8 +24,8 @@ NOTION_FIELDS = ("protects", "neighbours", "kind", "accountant")
 MODEL_HPARAMS = ("model", "teacher_model")
 RECORD_COLUMNS = ("path", "status", "suite", "dataset", "method", "variant", "model",
                   "config_id", "seed", "epsilon", "delta", "spent_epsilon", "metric", "value",
-                  *NOTION_FIELDS, "superseded", "audit", "record_kind", "source", "wall_time_s",
-                  "record")
+                  *NOTION_FIELDS, "chosen", "chosen_detail", "superseded", "audit",
+                  "record_kind", "source", "wall_time_s", "record")
 # Where a record was found.
 ARCHIVED, LOCAL, BOTH, THIRD_PARTY = "archived", "this machine", "both", "third-party"
 
@@ -37,21 +38,24 @@ def load_records(results: Path | None, metric_of: Mapping[str, str],
                  current_configs: set[str] | None = None,
                  archived: list[RunRecord] = (),
                  defaults_of: Mapping[str, dict] | None = None,
-                 submitted: list[RunRecord] = ()) -> pd.DataFrame:
+                 submitted: list[RunRecord] = (),
+                 chosen_of: Mapping[str, dict] | None = None) -> pd.DataFrame:
     """One row per record of the archive (``archived``), of ``results`` (if not None)
     and of a checked submission (``submitted``: third-party); ``value`` is the dataset's
     headline metric (NaN if failed or not a run).
     With ``current_configs``, records of any other configuration are superseded.
     ``defaults_of`` (the catalogue's method defaults) names the model of a record whose
-    settings left it at the method's default."""
+    settings left it at the method's default; ``chosen_of`` (the catalogue's
+    declarations) says how a configuration's settings were chosen, where its records,
+    made before they carried it, do not."""
     local = list(_whole_records(results)) if results is not None else []
     here = {record.cell_id for record in local}
     kept = {record.cell_id for record in archived}
     found = [(record, BOTH if record.cell_id in here else ARCHIVED) for record in archived]
     found += [(record, LOCAL) for record in local if record.cell_id not in kept]
     found += [(record, THIRD_PARTY) for record in submitted]
-    rows = [_flatten(record, metric_of, current_configs, defaults_of or {}, source)
-            for record, source in found]
+    rows = [_flatten(record, metric_of, current_configs, defaults_of or {}, chosen_of or {},
+                     source) for record, source in found]
     records = pd.DataFrame(rows, columns=list(RECORD_COLUMNS))
     return records.astype({"epsilon": float, "delta": float, "spent_epsilon": float,
                            "value": float, "superseded": bool, "audit": bool,
@@ -71,7 +75,7 @@ def _whole_records(results: Path) -> Iterator[RunRecord]:
 
 def _flatten(record: RunRecord, metric_of: Mapping[str, str],
              current_configs: set[str] | None, defaults_of: Mapping[str, dict],
-             source: str) -> dict:
+             chosen_of: Mapping[str, dict], source: str) -> dict:
     metric = metric_of.get(record.dataset, DEFAULT_METRIC)
     value = math.nan
     if record.ok and record.kind == "run":  # audits and re-runs count elsewhere
@@ -80,6 +84,7 @@ def _flatten(record: RunRecord, metric_of: Mapping[str, str],
                               f"the headline metric of {record.dataset}")
         value = float(record.metrics[metric])
     notion = record.privacy.notion.as_dict()
+    chosen = Chosen.from_dict(record.settings_chosen or chosen_of.get(record.config_id))
     spent = record.privacy.epsilon
     return {"path": str(record.path), "status": record.status, "suite": record.suite,
             "dataset": record.dataset, "method": record.method, "variant": record.variant,
@@ -87,6 +92,7 @@ def _flatten(record: RunRecord, metric_of: Mapping[str, str],
             "seed": record.seed, "epsilon": record.epsilon, "delta": record.delta,
             "spent_epsilon": math.nan if spent is None else spent,
             "metric": metric, "value": value, **{f: notion[f] for f in NOTION_FIELDS},
+            "chosen": chosen.how, "chosen_detail": chosen.detail,
             "superseded": current_configs is not None and record.config_id not in current_configs,
             "audit": record.is_audit, "record_kind": record.kind, "source": source,
             "wall_time_s": record.wall_time_s, "record": record}

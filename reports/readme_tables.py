@@ -90,14 +90,19 @@ def best(rows: pd.DataFrame) -> str:
 
 
 def _best_cell(at: dict | None, short: dict[str, str], metric: str) -> str:
-    if at is None or at["best"] is None:
+    if at is None:
         return ""
-    point = next(entry["point"] for entry in at["entries"] if entry["best"])
+    return "; ".join(_best_of_track(best, short, metric) for best in at["best"]
+                     if best["name"] is not None)
+
+
+def _best_of_track(best: dict, short: dict[str, str], metric: str) -> str:
+    point = best["point"]
     spread = "" if point["std"] is None else f" ± {format_number(point['std'], metric)}"
-    tied = (f" (within one std: {', '.join(short[name] for name in at['tied'])})"
-            if at["tied"] else "")
-    return (f"**{short[at['best']]}** {format_number(point['mean'], metric)}{spread} "
-            f"(n={point['n']}){tied}")
+    tied = (f" (within one std: {', '.join(short[name] for name in best['tied'])})"
+            if best["tied"] else "")
+    return (f"**{short[best['name']]}** {format_number(point['mean'], metric)}{spread} "
+            f"(n={point['n']}){tied} _{best['track']}_")
 
 
 def _cell(cell: dict | None, metric: str) -> str:

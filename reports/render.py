@@ -24,10 +24,11 @@ from reports.configurations import configurations
 from reports.exports import write_exports
 from reports.index_table import EPSILON_COLUMNS, dataset_tables, notion_filter
 from reports.suite_tables import suite_tables
+from reports.tuning_costs import plot_tuning_costs, tuning_costs
 from reports.load import NOTION_FIELDS
 from reports.label_noise import label_noise_points, plot_label_noise
 from reports.plots import plot_dataset
-from reports.ranking import family_tabs, rankings
+from reports.ranking import family_tabs, rankings, settings_badge
 from reports.presentation import (SCOPES, describe, describe_notion, json_text, ledger_entry,
                                   presentation, slug, sort_key, without_nan)
 from reports.rows import (DISPLAY_KEYS, QUICK_SUITE, format_delta, format_epsilon,
@@ -79,18 +80,21 @@ def write_site(site: Path, rows: pd.DataFrame, records: pd.DataFrame,
                 submission=submission if submission and submission["method"] == name
                 else None)
     compared = _compared(site, rows, published)
+    costs = _tuning_costs(site, rows, runs)
     for name in dataset_names:
         _render(site / "datasets" / f"{slug(name)}.html", "dataset.html", name=name,
                 facts=datasets.get(name), note=notes.get(name, ""),
                 configs=[c for c in configs if c["dataset"] == name],
                 on_leaderboard=name in set(rows["dataset"]),
-                comparisons=[c for c in compared if c["dataset"] == name])
+                comparisons=[c for c in compared if c["dataset"] == name],
+                tuning=[t for t in costs if t["dataset"] == name])
     for cell, cell_rows in rows[rows["cell"] != ""].groupby("cell"):
         _write_cell_page(site, cell_rows, records[records["config_id"] == cell], submission)
     tables = dataset_tables(rows, notes)
     ranked = rankings(rows)
     shared = {"tolerance": tolerance, "submission": submission}
     _render(site / "index.html", "index.html", root="", rankings=ranked, comparisons=compared,
+            tuning={t["dataset"] for t in costs},
             families=family_tabs(ranked),
             unranked=[table for table in tables
                       if table["name"] not in {dataset["name"] for dataset in ranked}],
@@ -115,6 +119,15 @@ def _compared(site: Path, rows: pd.DataFrame, published: pd.DataFrame) -> list[d
             family["plot"] = f"{slug(c['dataset'])}-{slug(c['suite'])}-{family['key']}.png"
             plot_comparison(family, c["reference"], c["label"], site / "plots" / family["plot"])
     return compared
+
+
+def _tuning_costs(site: Path, rows: pd.DataFrame, runs: pd.DataFrame) -> list[dict]:
+    """What honest tuning costs per dataset, each dataset's figure written."""
+    costs = tuning_costs(rows, runs)
+    for t in costs:
+        t["plot"] = f"{slug(t['dataset'])}-tuning-cost.png"
+        plot_tuning_costs(t, site / "plots" / t["plot"])
+    return costs
 
 
 def _render(path: Path, template: str, root: str = "../", **context) -> None:
@@ -149,6 +162,7 @@ def _write_cell_page(site: Path, rows: pd.DataFrame, records: pd.DataFrame,
     _render(site / "cells" / f"{slug(first['cell'])}.html", "cell.html",
             key=key, config_id=first["cell"], row=without_nan(first.to_dict()), runs=runs,
             papers=papers, notion_css=css, notion_title=title, notion_explanation=explanation,
+            chosen=settings_badge(first["chosen"], first["chosen_detail"]),
             quick=first["suite"] == QUICK_SUITE, submission=submission)
 
 

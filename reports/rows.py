@@ -29,7 +29,8 @@ PAPER_FIELDS = ["paper", "table", "column", "column_inferred", "paper_value", "n
                 "paper_model"]
 ROW_COLUMNS = [
     "dataset", "metric", "section", "method", "variant", "model", "suite", "epsilon", "delta",
-    *NOTION_FIELDS, "n", "failed", "mean", "std", "source", "spent_epsilon", "paper_variant",
+    *NOTION_FIELDS, "chosen", "chosen_detail", "n", "failed", "mean", "std", "source",
+    "spent_epsilon", "paper_variant",
     *PAPER_FIELDS, "diff", "beyond_tolerance", "model_non_private", "paper_non_private",
     "superseded", "cell"]
 STANDARD_PROTECTS = (Protects.LABELS.value, Protects.RECORDS.value, Protects.NOTHING.value)
@@ -52,6 +53,7 @@ def group_records(records: pd.DataFrame) -> pd.DataFrame:
     grouped = records.groupby("config_id", sort=True)
     cells = grouped.agg(metric=("metric", "first"), superseded=("superseded", "first"),
                         model=("model", "first"), source=("source", _source),
+                        chosen=("chosen", "first"), chosen_detail=("chosen_detail", "first"),
                         failed=("status", lambda status: int((status == "failed").sum())),
                         **{key: (key, "first") for key in DISPLAY_KEYS})
     for field in NOTION_FIELDS:
@@ -82,9 +84,8 @@ def compute_rows(records: pd.DataFrame, published: pd.DataFrame,
     ours_only = cells[~cells["cell"].isin(pairs["cell"])]
     paper_only = paper[~paper["paper_id"].isin(pairs["paper_id"])].assign(
         variant=lambda frame: frame["paper_variant"], delta=lambda frame: frame["paper_delta"],
-        model="", suite="", n=0, failed=0, mean=math.nan, std=math.nan, source="",
-        spent_epsilon=math.nan,
-        superseded=False, cell="")
+        model="", suite="", chosen="", chosen_detail="", n=0, failed=0, mean=math.nan,
+        std=math.nan, source="", spent_epsilon=math.nan, superseded=False, cell="")
     rows = pd.concat([frame for frame in (pairs, ours_only, paper_only) if not frame.empty],
                      ignore_index=True)
     rows = rows.reindex(columns=[c for c in ROW_COLUMNS if c != "section"])

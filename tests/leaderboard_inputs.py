@@ -17,7 +17,7 @@ def rehashed(record: dict) -> dict:
     config = config_identity(record["method"], record.get("method_version", 1),
                              record["dataset"], record.get("dataset_fingerprint", ""),
                              decode_epsilon(record["epsilon"]), float(record["delta"]),
-                             record.get("hparams") or {})
+                             record.get("hparams") or {}, record.get("search") or None)
     return {**record, "config_id": config,
             "cell_id": cell_identity(config, record["seed"], record.get("kind") == "audit")}
 

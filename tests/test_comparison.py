@@ -1,7 +1,9 @@
 """The comparison of a suite run on one model (label-dp-small), on a dataset's page:
-per privacy family, the best method at each epsilon of our runs, our mean ± std beside
-the papers' re-run numbers, and each audited line's audited epsilon; built from
-synthetic records of a few methods at a few epsilons, 3 seeds each."""
+per privacy family, the best method at each epsilon of our runs in each track of
+settings, our mean ± std beside the papers' re-run numbers, and each audited line's
+audited epsilon; and what honest tuning costs, each privately tuned configuration
+(label-dp-small-tuned) beside its test-tuned one. Built from synthetic records of a few
+methods at a few epsilons, 3 seeds each."""
 from __future__ import annotations
 
 import copy
@@ -16,6 +18,7 @@ import privboard
 import reports
 from baselines import load_published
 from reports.comparison import comparisons
+from reports.tuning_costs import tuning_costs
 from tests.leaderboard_inputs import catalogued, rehashed
 
 GOLDEN = Path(__file__).parent / "golden" / "records"
@@ -34,6 +37,10 @@ ACCURACIES = {
 # The variants the methods name (the model among them), where not empty.
 VARIANTS = {"alibi": "small-cnn", "dp-sgd": "small-cnn, none norm",
             "dp-sgd-scatternet": "ScatterNet + linear, data normalisation"}
+# The same methods with their settings chosen by private selection, at total epsilon 1.
+TUNED_SUITE = "label-dp-small-tuned"
+TUNED = {("alibi", 1.0): (90.0, 90.5, 91.0), ("dp-sgd", 1.0): (88.0, 88.5, 89.0)}
+TEST_TUNED = {"how": "test split, uncharged", "detail": "mnist, epsilon 1, seed 0"}
 NOTIONS = {  # (protects, neighbours, kind, delta)
     "alibi": ("labels", "substitution", "pure", 0.0),
     "labeldp-pro": ("labels", "substitution", "approximate", 1e-5),
@@ -55,8 +62,22 @@ def _record(template: dict, method: str, epsilon: float, seed: int, value: float
                   variant=VARIANTS.get(method, ""))
     record["privacy"].update(protects=protects, neighbours=neighbours, kind=kind, epsilon=coded,
                              delta=delta)
+    if suite == SUITE:
+        record["settings_chosen"] = TEST_TUNED
     if audit is not None:
         record.update(kind="audit", audit=audit)
+    return rehashed(record)
+
+
+def _tuned_record(template: dict, method: str, epsilon: float, seed: int,
+                  value: float) -> dict:
+    record = _record(template, method, epsilon, seed, value, suite=TUNED_SUITE)
+    record.update(delta=1e-5, settings_chosen={"how": "private selection, charged",
+                                               "detail": ""},
+                  search={"space": {"peak_lr": [0.1, 0.2]}, "mean_candidates": 3,
+                          "shape": 0, "validation_share": 0.1})
+    record["privacy"].update(kind="approximate", delta=1e-5, details={
+        "selected_hparams": {"peak_lr": 0.2 if seed else 0.1}, "candidate_epsilon": 0.49})
     return rehashed(record)
 
 
@@ -69,6 +90,9 @@ def _records(folder: Path) -> Path:
     found = [_record(template, method, epsilon, seed, value)
              for (method, epsilon), values in ACCURACIES.items()
              for seed, value in enumerate(values)]
+    found += [_tuned_record(template, method, epsilon, seed, value)
+              for (method, epsilon), values in TUNED.items()
+              for seed, value in enumerate(values)]
     found.append(_record(template, "alibi", 1.0, 0, 93.0, audit=audit))
     # Another suite's run of a method: never in the comparison.
     found.append({**_record(template, "alibi", 1.0, 0, 10.0, suite="quick"),
@@ -86,9 +110,19 @@ def records(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def mnist(records) -> dict:
-    rows = privboard.load_rows(results=records, archive=None)
-    (found,) = comparisons(rows, load_published())
+def board(records):
+    """The rows and the records behind them, as the site reads them."""
+    return reports._leaderboard(records, 1.0, None, False, None, None)
+
+
+@pytest.fixture(scope="module")
+def rows(records):
+    return privboard.load_rows(results=records, archive=None)
+
+
+@pytest.fixture(scope="module")
+def mnist(rows) -> dict:
+    found, _ = comparisons(rows, load_published())  # label-dp-small's, then the tuned
     return found
 
 
@@ -107,16 +141,57 @@ def test_the_best_method_at_each_epsilon_is_named_per_family(mnist):
     assert (mnist["dataset"], [f["key"] for f in mnist["families"]]) == ("mnist",
                                                                          ["label-dp", "full-dp"])
     label_dp = _family(mnist, "label-dp")
-    assert [(at["epsilon"], at["best"], at["tied"]) for at in label_dp["by_epsilon"]] == [
-        (0.5, "labeldp-pro", []), (1.0, "labeldp-pro", ["alibi"]), (2.0, "alibi", [])]
+    assert [(at["epsilon"], _best(at)) for at in label_dp["by_epsilon"]] == [
+        (0.5, [("test-tuned", "labeldp-pro", [])]),
+        (1.0, [("test-tuned", "labeldp-pro", ["alibi"])]),
+        (2.0, [("test-tuned", "alibi", [])])]
     at_1 = label_dp["by_epsilon"][1]["entries"]
     found = [(e["line"]["method"], round(e["point"]["mean"], 6), e["point"]["n"]) for e in at_1]
     assert found == [("labeldp-pro", 94.3, 3), ("alibi", 94.2, 3)]  # the audited twin never counts
     full_dp = _family(mnist, "full-dp")
     scatternet = "dp-sgd-scatternet · ScatterNet + linear, data normalisation"
-    assert [(at["epsilon"], at["best"]) for at in full_dp["by_epsilon"]] == [
-        (0.5, "dp-sgd · none norm"), (1.0, scatternet), (3.0, scatternet)]
+    assert [(at["epsilon"], [best["name"] for best in at["best"]])
+            for at in full_dp["by_epsilon"]] == [
+        (0.5, ["dp-sgd · none norm"]), (1.0, [scatternet]), (3.0, [scatternet])]
     assert [(r["mean"], r["n"]) for r in mnist["reference"]] == [(pytest.approx(99.1), 3)]
+
+
+def _best(at: dict) -> list[tuple]:
+    return [(best["track"], best["name"], best["tied"]) for best in at["best"]]
+
+
+def test_the_tuned_suites_best_is_named_in_the_honest_track(rows):
+    _, tuned = comparisons(rows, load_published())
+    assert tuned["suite"] == TUNED_SUITE
+    (at_1,) = _family(tuned, "label-dp")["by_epsilon"]
+    assert _best(at_1) == [("honest", "alibi", [])]
+
+
+def test_each_privately_tuned_row_stands_beside_its_test_tuned_row_with_the_cost(board):
+    (mnist_costs,) = tuning_costs(board.rows, board.records)
+    found = [(p["method"], p["epsilon"], round(p["test"]["mean"], 6),
+              round(p["tuned"]["mean"], 6), round(p["cost"], 6), p["test_suite"])
+             for p in mnist_costs["pairs"]]
+    assert found == [("alibi", 1.0, 94.2, 90.5, -3.7, SUITE),
+                     ("dp-sgd", 1.0, 92.0, 88.5, -3.5, SUITE)]
+    alibi = mnist_costs["pairs"][0]
+    assert [(s["seed"], s["settings"], s["candidate_epsilon"]) for s in alibi["selections"]] == [
+        (0, {"peak_lr": 0.1}, 0.49), (1, {"peak_lr": 0.2}, 0.49), (2, {"peak_lr": 0.2}, 0.49)]
+
+
+def test_the_dataset_page_shows_what_honest_tuning_costs_and_the_index_links_to_it(page):
+    text = html.unescape((page / "datasets" / "mnist.html").read_text())
+    start = text.index('id="tuning-cost"')
+    section = text[start:text.index("</section>", start)]
+    assert "What honest tuning costs on MNIST" in section
+    assert re.search(r"<strong>-3\.70</strong>", section), section
+    assert "seed 1: peak_lr 0.2" in section
+    assert (page / "plots" / "mnist-tuning-cost.png").stat().st_size > 0
+    index = html.unescape((page / "index.html").read_text())
+    assert "datasets/mnist.html#tuning-cost" in index
+    # The ranking names its best per track, and every line says how it was tuned.
+    assert "best · honest" in index and "best · test-tuned" in index
+    assert ">tuned privately</span>" in index and ">test-tuned</span>" in index
 
 
 def test_a_line_is_named_without_the_model_its_section_names(mnist):

@@ -57,7 +57,7 @@ def test_a_new_method_on_a_new_model_and_suite_takes_its_place(rows):
     ranking = rankings(pd.concat([rows, new], ignore_index=True))[0]["families"][0]
     first = ranking["rankings"][0]["lines"][0]
     assert (first["method"], first["model"], first["suite"], first["best"]) == (
-        "alibi", "small-cnn", "label-dp-small", True)
+        "alibi", "small-cnn", "label-dp-small", "test-tuned")
     smoke = new.assign(suite="smoke", cell="smoke-cell", mean=100.0)
     ranking = rankings(pd.concat([rows, smoke], ignore_index=True))[0]["families"][0]
     assert ranking["rankings"][0]["lines"][0]["suite"] != "smoke"
