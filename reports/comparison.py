@@ -15,8 +15,8 @@ from benchmarks.metrics import metric
 from benchmarks.settings_chosen import HONEST_TRACK, TEST_TUNED_TRACK
 from reports.index_table import audit_of
 from reports.presentation import (MODEL_NAMES, dataset_title, family_of,
-                                  ordered_datasets, slug)
-from reports.ranking import FAMILIES, REFERENCE, settings_badge
+                                  ordered_datasets, settings_badge, slug)
+from reports.ranking import FAMILIES, REFERENCE
 from reports.rows import format_epsilon
 
 # The suites run to compare methods on one model, each shown as a section of the pages

@@ -6,7 +6,7 @@ import pandas as pd
 
 from benchmarks.privacy import Protects
 from reports.presentation import (SCOPES, UNKNOWN_NOTION, dataset_title, ordered_datasets,
-                                  presentation, short_notion, slug)
+                                  presentation, settings_badge, short_notion, slug)
 from reports.rows import QUICK_SUITE, model_note
 
 # The epsilons a line shows, as (rows column, header, tooltip). An audited epsilon (an
@@ -78,6 +78,7 @@ def table_line(row) -> dict:
         "epsilons": [(column, _number(getattr(row, column))) for column, _, _ in EPSILON_COLUMNS],
         "delta": _number(row.delta),
         "ours": ours_of(row), "paper": paper_of(row), "audit": audit_of(row),
+        "settings": settings_badge(row.chosen, row.chosen_detail) if row.cell else None,
         "group": _group(row.section)}
 
 

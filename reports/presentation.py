@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from benchmarks.privacy import Accountant, Kind, Neighbours, PrivacyNotion, Protects
+from benchmarks.settings_chosen import Chosen, track_of
 
 UNKNOWN_NOTION = ("unknown-notion", "Unknown notion", "the notion of these runs is not known.")
 # Per scope of a notion: (css class, title, what it covers). Its order is the order of
@@ -147,3 +148,11 @@ def sort_key(value: float | None) -> str:
     if value is None or math.isnan(value):
         return ""
     return "Infinity" if math.isinf(value) else repr(float(value))
+
+
+def settings_badge(how: str, detail: str) -> dict:
+    """How a row's settings were chosen (benchmarks.settings_chosen), as its badge, the
+    badge's title and its track."""
+    chosen = Chosen.from_dict({"how": how, "detail": detail})
+    return {"track": track_of(chosen.how), "chosen": chosen.badge,
+            "chosen_title": f"settings chosen by {chosen.describe()}"}

@@ -13,11 +13,12 @@ import math
 import pandas as pd
 
 from benchmarks.metrics import metric
-from benchmarks.settings_chosen import HONEST_TRACK, TEST_TUNED_TRACK, Chosen, track_of
+from benchmarks.settings_chosen import HONEST_TRACK, TEST_TUNED_TRACK
 from reports.index_table import audit_of
 from reports.load import THIRD_PARTY
 from reports.presentation import (KIND_WORDS, SCOPES, dataset_title, family_of,
-                                  ordered_datasets, presentation, short_notion, slug)
+                                  ordered_datasets, presentation, settings_badge,
+                                  short_notion, slug)
 from reports.rows import NOT_RANKED, format_delta, format_epsilon
 
 # The families a reader picks from, as (css class of the notion, tab title).
@@ -118,9 +119,3 @@ def _entry(row) -> dict:
                 "citation": f"{row.paper}, {row.table}, {row.column}"},
             "best": ""}
 
-
-def settings_badge(how: str, detail: str) -> dict:
-    """How a row's settings were chosen, as its badge and the badge's title."""
-    chosen = Chosen.from_dict({"how": how, "detail": detail})
-    return {"track": track_of(chosen.how), "chosen": chosen.badge,
-            "chosen_title": f"settings chosen by {chosen.describe()}"}

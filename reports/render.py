@@ -28,9 +28,10 @@ from reports.tuning_costs import plot_tuning_costs, tuning_costs
 from reports.load import NOTION_FIELDS
 from reports.label_noise import label_noise_points, plot_label_noise
 from reports.plots import plot_dataset
-from reports.ranking import family_tabs, rankings, settings_badge
+from reports.ranking import family_tabs, rankings
 from reports.presentation import (SCOPES, describe, describe_notion, json_text, ledger_entry,
-                                  presentation, slug, sort_key, without_nan)
+                                  presentation, settings_badge, slug, sort_key,
+                                  without_nan)
 from reports.rows import (DISPLAY_KEYS, QUICK_SUITE, format_delta, format_epsilon,
                           format_number, metric_tolerance, model_note)
 

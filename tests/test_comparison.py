@@ -192,6 +192,8 @@ def test_the_dataset_page_shows_what_honest_tuning_costs_and_the_index_links_to_
     # The ranking names its best per track, and every line says how it was tuned.
     assert "best · honest" in index and "best · test-tuned" in index
     assert ">tuned privately</span>" in index and ">test-tuned</span>" in index
+    tables = html.unescape((page / "tables.html").read_text())
+    assert ">tuned privately</span>" in tables and ">test-tuned</span>" in tables
 
 
 def test_a_line_is_named_without_the_model_its_section_names(mnist):
