@@ -30,9 +30,10 @@ selection's theorem gives.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import itertools
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -133,6 +134,30 @@ def validation_split(size: int, share: float, rng: np.random.Generator
     return np.sort(order[:cut]), np.sort(order[cut:])
 
 
+class Candidate(NamedTuple):
+    """A trained candidate: its model, the settings it drew and its own ledger."""
+
+    model: Method
+    settings: dict[str, Any]
+    ledger: Ledger
+
+
+def watch_candidate(ledger: Ledger, candidate: Ledger, rows: np.ndarray) -> None:
+    """An audit's watch of the selection's ``ledger`` (its canary rows and phantom
+    canaries), handed on to a candidate trained on the training rows ``rows``: every
+    candidate trains on the same data, canaries included."""
+    candidate.watch(np.flatnonzero(np.isin(rows, ledger.watched)))
+    candidate.phantoms = copy.deepcopy(ledger.phantoms)
+
+
+def observed_selected(ledger: Ledger, selected: Ledger, rows: np.ndarray) -> None:
+    """What the selected candidate's releases gave the audit's canaries, back on the
+    selection's ledger: its releases are part of the output the selection releases."""
+    ledger.observed = {int(rows[i]): seen for i, seen in selected.observed.items()}
+    ledger.phantoms = selected.phantoms
+    ledger.model_releases = list(selected.model_releases)
+
+
 class PrivatelyTuned(Method):
     """One method's cell, its settings chosen by private selection from ``search``."""
 
@@ -195,12 +220,13 @@ class PrivatelyTuned(Method):
         inner_notion = self.method_cls.notion_for(Budget(epsilon, self.budget.delta),
                                                   self.hparams)
 
-        def candidate(j: int) -> tuple[Any, np.ndarray, float]:
+        def candidate(j: int) -> tuple[Candidate, np.ndarray, float]:
             point = grid[int(draws.integers(len(grid)))]
             context = RunContext(seed=self.ctx.seed_for(f"candidate {j}"),
                                  data_dir=self.ctx.data_dir,
                                  progress=lambda m: self.progress(f"candidate {j + 1}: {m}"),
                                  datasets_used=self.ctx.datasets_used)
+            watch_candidate(self.ctx.ledger, context.ledger, keep)
             model = self.candidate(epsilon, point, context).fit(part, num_classes)
             correct = (np.argmax(model.predict_proba(train.x[held_out]), axis=1)
                        == train.y[held_out])
@@ -211,18 +237,19 @@ class PrivatelyTuned(Method):
                                                   context.rng("validation score"), scored)
             spent = np.maximum(context.ledger.curve(inner_notion),
                                score_ledger.curve(inner_notion))
-            return (model, point), spent, score
+            return Candidate(model, point, context.ledger), spent, score
 
         self.selected = selection.select(
             self.ctx.ledger, Touches(field), self.search.law(), self.envelope(epsilon, len(part)),
             self.ctx.rng("number of candidates"), candidate)
         # K and the other candidates are not covered by the selection's epsilon.
         self.ctx.diagnose(selection=self.selected.private)
+        observed_selected(self.ctx.ledger, self.selected.result.ledger, keep)
         self.details = {
             "selection": "Papernot and Steinke 2022, Theorem 2 (dp_accounting)",
             "search": self.search.as_dict(), "candidate_epsilon": epsilon,
             "score_epsilon": score_epsilon, "training_rows": len(keep),
-            "validation_rows": len(held_out), "selected_hparams": self.selected.result[1],
+            "validation_rows": len(held_out), "selected_hparams": self.selected.result.settings,
             "selected_noisy_validation_accuracy_pct":
                 100.0 * self.selected.score / len(held_out)}
         return self
@@ -231,7 +258,7 @@ class PrivatelyTuned(Method):
     def model(self) -> Method:
         if self.selected is None:
             raise RuntimeError(f"{self.name}: call fit before predict_proba")
-        return self.selected.result[0]
+        return self.selected.result.model
 
     def predict_proba(self, x: np.ndarray) -> np.ndarray:
         return self.model.predict_proba(x)
