@@ -3,8 +3,9 @@ BUNDLE`` renders beside the archive. One folder:
 
 - ``submission.json``: the method, the package that registered it and the sha256 digest
   of each of that package's source files; whether the method is charged by construction
-  (every charge on its ledgers made by the privacy layer's mechanisms) or self-accounted
-  (it charged noise of its own, which only its audit checks); every check with its
+  (every charge on its ledgers made by the privacy layer's mechanisms, and its whole fit
+  replayed), not replayed where a release could not be, or self-accounted (it charged
+  noise of its own, which only its audit checks); every check with its
   outcome; the environment of the run; and the sha256 digest of each record file;
 - the public part of each record, runs and audited twins, one JSON file per cell (as in
   the archive: never the private diagnostics), and ``catalogue.json``;
