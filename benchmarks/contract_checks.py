@@ -341,10 +341,9 @@ def altered_private_data(train: Split, notion: PrivacyNotion, k: int, kept: np.n
     if notion.protects is Protects.RECORDS:
         source = (n // 2 + 1 + np.arange(n) // 2) % n
         x[altered] = train.x[source[altered]]
-    part = _private_part(notion)
-    what = (f"the {part}" if part == "labels" else f"all {n} {part}") if not kept.size else \
-        f"the {part} of {altered.size} of the {n} examples"
-    return Split(x, y), what
+    if kept.size:
+        return Split(x, y), f"the {_private_part(notion)} of {altered.size} of the {n} examples"
+    return Split(x, y), f"all {n} records" if notion.protects is Protects.RECORDS else "the labels"
 
 
 def _private_part(notion: PrivacyNotion) -> str:

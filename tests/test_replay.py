@@ -391,3 +391,24 @@ def test_a_release_that_cannot_be_replayed_is_compared_with_the_rows_it_reads():
     with replay.replay(tape) as again:
         Ledger().not_replayed("a minimiser", records(np.array([0])), "computed outside")
     assert again.position == 1
+
+
+def test_a_mechanism_that_runs_several_fits_inside_replays_as_they_do():
+    """A private choice among candidate fits, each releasing through the layer, and the
+    noisy validation scores it releases: the same seed makes the same releases and
+    charges in the same order, so the choice replays whatever the private labels."""
+    def choose(y):
+        ledger, rng = Ledger(), np.random.default_rng(0)
+        candidates = [randomized_response(ledger, y, 3, epsilon, rng, examples=np.arange(30))
+                      for epsilon in (0.5, 1.0, 2.0)]
+        scores = [np.mean(candidate == y) for candidate in candidates]
+        noisy = ledger.released("noisy validation scores",
+                                np.asarray(scores) + rng.laplace(0.0, 0.1, 3), candidates=3)
+        return candidates[int(np.argmax(noisy))]
+
+    y = np.arange(30) % 3
+    with replay.record() as tape:
+        chosen = choose(y)
+    with replay.replay(tape) as again:
+        np.testing.assert_array_equal(choose((y + 1) % 3), chosen)
+    assert (again.position, again.charged) == (4, 3)
