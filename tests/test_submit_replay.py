@@ -14,7 +14,7 @@ import pytest
 
 from benchmarks import bundle, contract_checks
 from benchmarks.cli import main
-from plugins.installed import EXAMPLE, HERE, example_metadata, installed, submit
+from plugins.installed import EXAMPLE, HERE, example_metadata, installed_suite, submit
 
 PACKAGE = ("privboard-replay-variants", "0.0.1", {"replay": "replay_variants"})
 SUITE = """name = "tiny-replay-submissions"
@@ -38,10 +38,8 @@ SCOPE = "the method contract (depends on private data only through"
 
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("plugins")
-    path = folder / "tiny.toml"
-    path.write_text(SUITE)
-    with installed(folder / "site", {str(EXAMPLE): example_metadata(), str(HERE): PACKAGE}):
+    with installed_suite(tmp_path_factory.mktemp("plugins"), SUITE,
+                         {str(EXAMPLE): example_metadata(), str(HERE): PACKAGE}) as path:
         yield path
 
 
