@@ -10,10 +10,14 @@ from __future__ import annotations
 import json
 import re
 
+import numpy as np
 import pytest
 
 from benchmarks import bundle, contract_checks
 from benchmarks.cli import main
+from benchmarks.ledger_watch import watch
+from benchmarks.privacy import Ledger, noise_checks, records
+from benchmarks.privacy.erm_noise import objective_perturbation_noise
 from plugins.installed import EXAMPLE, HERE, example_metadata, installed_suite, submit
 
 PACKAGE = ("privboard-replay-variants", "0.0.1", {"replay": "replay_variants"})
@@ -96,3 +100,17 @@ def test_a_release_that_cannot_be_replayed_is_named_and_never_charged_by_constru
     row = row[:row.index("</tr>")]
     assert "not replayed: objective perturbation" in row
     assert "charged by construction" not in row
+
+
+def test_an_audits_noise_checks_are_not_calls_of_the_fit_but_a_methods_own_are():
+    """The audited twin reruns objective perturbation on probes with ledgers of its own
+    (above, the honest method passes); the same checks run from a method's code are
+    calls on ledgers that are not the run's."""
+    ledger = Ledger()
+    objective_perturbation_noise(ledger, 2, epsilon=1.0, regularization=1.0,
+                                 curvature_bound=0.25, rng=np.random.default_rng(0),
+                                 touches=records(np.arange(10)))
+    with watch() as seen:
+        noise_checks.check_ledger(ledger, np.random.default_rng(0))
+    assert seen.uncharged(ledger) == ["objective perturbation was handed a ledger that is "
+                                      "not the run's: its release is charged to no record"]
