@@ -36,8 +36,9 @@ from benchmarks.privacy.ledger import Charge, Ledger, Touches
 
 
 class ReplayMismatch(Exception):
-    """The replaying fit asked the layer for releases other than the recorded ones. Not
-    an InputError: a method that handles bad input must not take it for one."""
+    """The replaying fit asked the layer for releases, or made charges, other than the
+    recorded ones. Not an InputError: a method that handles bad input must not take it
+    for one."""
 
 
 @dataclasses.dataclass(frozen=True)
