@@ -3,8 +3,9 @@ BUNDLE`` renders beside the archive. One folder:
 
 - ``submission.json``: the method, the package that registered it and the sha256 digest
   of each of that package's source files; whether the method is charged by construction
-  (every charge on its ledgers made by the privacy layer's mechanisms) or self-accounted
-  (it charged noise of its own, which only its audit checks); every check with its
+  (every charge on its ledgers made by the privacy layer's mechanisms, and its whole fit
+  replayed), not replayed where a release could not be, or self-accounted (it charged
+  noise of its own, which only its audit checks); every check with its
   outcome; the environment of the run; and the sha256 digest of each record file;
 - the public part of each record, runs and audited twins, one JSON file per cell (as in
   the archive: never the private diagnostics), and ``catalogue.json``;
@@ -37,6 +38,14 @@ CHARGED_BY_CONSTRUCTION = "charged by construction"
 SELF_ACCOUNTED = "self-accounted"
 NOT_RUN = "not run"  # the method broke the contract: its suite did not run
 CHARGED_AS_OBSERVED = "charged as observed"
+NOT_REPLAYED = "charged by the privacy layer, not replayed"
+
+
+def by_construction(not_replayed: str) -> str:
+    """The mark of a method whose every charge the privacy layer's mechanisms made:
+    charged by construction when the replay check replayed its whole fit, else the
+    releases that it could not replay, named (benchmarks.contract_checks.not_replayed)."""
+    return f"{NOT_REPLAYED}: {not_replayed}" if not_replayed else CHARGED_BY_CONSTRUCTION
 
 
 def charged_as_observed(libraries: list[str]) -> str:
@@ -50,6 +59,10 @@ def accounting_note(accounting: str) -> str:
     if accounting.startswith(CHARGED_AS_OBSERVED):
         return ("its own DP-SGD charges cover every noisy step the library was seen to "
                 "run, with the noise it added as its noise multiplier says")
+    if accounting.startswith(NOT_REPLAYED):
+        return ("every charge made by the privacy layer's mechanisms, but the releases "
+                "named could not be replayed: what the fit read beside the layer on the "
+                "data they read is checked by its audit alone")
     return "every charge made by the privacy layer's mechanisms"
 
 

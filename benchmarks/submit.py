@@ -107,8 +107,9 @@ def run(args: argparse.Namespace) -> int:
 
     print(f"submitting {method.name} of {plugin.package} {plugin.version}: the method "
           f"contract, then {len(cells)} cell(s) of suite {suite.name}")
+    outcomes, fitted = contract_checks.run_all(method)
     checks = [Check(name, f"the method contract ({name})", line, found)
-              for name, line, found in contract_checks.run_all(method)]
+              for name, line, found in outcomes]
     for check in checks:
         if check.found:  # such as what the replay check replayed, or why it could not
             print(f"{check.scope}: {check.found}")
@@ -122,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
         print("the method breaks the contract: its suite was not run")
     failed = [check for check in checks if not check.passed]
     accounting = bundle.NOT_RUN if not records else (
-        bundle.CHARGED_BY_CONSTRUCTION if not own_charges else
+        bundle.by_construction(contract_checks.not_replayed(fitted)) if not own_charges else
         bundle.charged_as_observed(observed) if observed else bundle.SELF_ACCOUNTED)
     bundle.write(args.out, {
         "method": method.name, "plugin": dataclasses.asdict(plugin),

@@ -39,9 +39,10 @@ def test_the_class_meets_the_contract(name, check):
                          ids=lambda check: check.__name__)
 def test_a_fit_meets_the_contract(fitted, check):
     found = check(fitted)
-    if check is checks.check_replays:  # each of our private methods is replayed
+    if check is checks.check_replays:  # each of our private methods is replayed whole
         notion = fitted.model.notion_for(fitted.budget, fitted.model.hparams)
         assert found.startswith("not replayable: non-private") != notion.private, found
+        assert not checks.not_replayed(fitted), found
 
 
 class UnchargedLabels(Method):

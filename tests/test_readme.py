@@ -1,4 +1,5 @@
-"""The README's example method runs as written and meets the method contract."""
+"""The README's example method runs as written and meets the method contract, replay
+check included: its noise is the privacy layer's."""
 import math
 import re
 import types
@@ -9,7 +10,8 @@ import pytest
 
 from benchmarks import datasets
 from benchmarks.contract import _REGISTRY, Budget
-from benchmarks.contract_checks import check_uncharged_data_has_no_influence, fit
+from benchmarks.contract_checks import (check_replays, check_uncharged_data_has_no_influence,
+                                        fit)
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
@@ -27,7 +29,10 @@ def test_readme_example_method_registers_fits_and_charges_its_ledger():
         np.testing.assert_allclose(proba.sum(1), 1)
         total = fitted.spent()
         assert (total.epsilon, total.delta, total.composition) == (1.0, 0.0, "pure")
-        check_uncharged_data_has_no_influence(fit(method))
+        tiny = fit(method)
+        check_uncharged_data_has_no_influence(tiny)
+        assert check_replays(tiny).startswith("1 release of noisy label histogram replayed "
+                                              "with the labels altered: identical predictions")
         assert math.isinf(method(Budget(math.inf)).fit(data.train, 10).spent().epsilon)
     finally:
         _REGISTRY.pop("noisy-majority", None)

@@ -23,7 +23,7 @@ from benchmarks.cli import main
 from benchmarks.records import CATALOGUE
 from benchmarks.privacy import randomizers
 from plugins.installed import (EXAMPLE, HERE, ROOT, Submitted, dist_info, example_metadata,
-                               installed, submit)
+                               installed_suite, submit)
 
 VARIANTS = ("privboard-example-variants", "0.0.1", {"variants": "example_variants"})
 # Every variant at epsilon 1 on digits, one seed: a run and its audited twin each.
@@ -45,10 +45,8 @@ REPLAY_SCOPE = "the method contract (depends on private data only through"
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory):
     """The example and its variants installed; the tiny suite of them."""
-    folder = tmp_path_factory.mktemp("plugins")
-    path = folder / "tiny.toml"
-    path.write_text(SUITE)
-    with installed(folder / "site", {str(EXAMPLE): example_metadata(), str(HERE): VARIANTS}):
+    with installed_suite(tmp_path_factory.mktemp("plugins"), SUITE,
+                         {str(EXAMPLE): example_metadata(), str(HERE): VARIANTS}) as path:
         yield path
 
 

@@ -106,9 +106,8 @@ def objective_perturbation_noise(ledger: Ledger, dim: int, *, epsilon: float,
     ``objective_perturbation``). b is private."""
     ledger, noise, calibration = _objective_noise(ledger, dim, epsilon, regularization,
                                                   curvature_bound, rng, touches)
-    if Ledger.tape is not None:
-        Ledger.tape.cannot_replay("objective perturbation's minimiser is computed outside "
-                                  "the layer")
+    ledger.not_replayed("objective perturbation", touches,
+                        "its minimiser is computed outside the layer")
     return noise, calibration
 
 

@@ -201,6 +201,13 @@ class Ledger:
         that must not depend on private data (benchmarks.privacy.replay)."""
         return value if Ledger.tape is None else Ledger.tape.release(mechanism, value, public)
 
+    def not_replayed(self, mechanism: str, touches: Touches, reason: str) -> None:
+        """A release the mechanism cannot hand back during a replay check (the caller
+        computes it from the private data of ``touches``): it takes its place on the
+        tape, and the check keeps those rows as they were and replays the rest."""
+        if Ledger.tape is not None:
+            Ledger.tape.release(mechanism, None, {"touches": touches}, not_replayed=reason)
+
     @staticmethod
     def of(ledger: Any, mechanism: str) -> "Ledger":
         """``ledger`` if it is one: a mechanism of the layer never runs uncharged."""
@@ -211,6 +218,8 @@ class Ledger:
 
     def charge(self, mechanism: str, touches: Touches, cost: Cost, **details: Any) -> Charge:
         entry = Charge(mechanism, touches, cost, details)
+        if Ledger.tape is not None:  # a replay check compares every charge
+            Ledger.tape.charge(entry)
         self.charges.append(entry)
         return entry
 

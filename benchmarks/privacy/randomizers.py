@@ -1,5 +1,5 @@
-"""Label-DP randomizers: randomized response, RRTop-k, RRWithPrior, noisy cluster priors
-and Laplace noise on one-hot labels.
+"""Label-DP randomizers: randomized response, RRTop-k, RRWithPrior, noisy label histograms
+and cluster priors, and Laplace noise on one-hot labels.
 
 Ghazi et al. 2021, "Deep Learning with Label Differential Privacy" (Algorithms 1, 2 and 4);
 Malek et al. 2021, "Antipodes of Label Differential Privacy: PATE and ALIBI" (the Laplace
@@ -325,6 +325,19 @@ def cluster_histogram_noise(epsilon):
     return scipy.stats.dlaplace(a=_as_epsilon(epsilon, allow_inf=False) / 2)
 
 
+def noisy_label_histogram(ledger: Ledger, labels, num_classes, epsilon, rng, *, examples,
+                          group: str = "") -> np.ndarray:
+    """The histogram of the labels (num_classes,), with cluster_histogram_noise on each
+    count and clipped at 0, released once: epsilon-label-DP, charged to the labels of
+    ``examples``. epsilon = inf adds no noise."""
+    num_classes = _as_count(num_classes, "num_classes")
+    eps = _as_epsilon(epsilon)
+    labels = _as_classes(labels, None, num_classes, "labels")
+    return _noisy_histograms(ledger, "noisy label histogram", labels,
+                             np.zeros(len(labels), dtype=np.intp), 1, num_classes, eps, rng,
+                             examples, group)[0]
+
+
 def noisy_cluster_priors(ledger: Ledger, labels, clusters, num_clusters, num_classes, epsilon,
                          rng, *, examples, group: str = "") -> np.ndarray:
     """Priors from label-independent clusters (Algorithm 4, steps 3-4); epsilon-label-DP.
@@ -336,20 +349,32 @@ def noisy_cluster_priors(ledger: Ledger, labels, clusters, num_clusters, num_cla
     """
     num_clusters = _as_count(num_clusters, "num_clusters")
     num_classes = _as_count(num_classes, "num_classes")
-    noise = cluster_histogram_noise(epsilon)
+    eps = _as_epsilon(epsilon, allow_inf=False)
     clusters = _as_classes(clusters, None, num_clusters, "clusters")
     labels = _as_classes(labels, len(clusters), num_classes, "labels")
-    ledger = _charged(ledger, "noisy cluster histograms", float(epsilon), examples,
-                      len(labels), group)
-    hist = np.bincount(clusters * num_classes + labels, minlength=num_clusters * num_classes)
-    shape = (num_clusters, num_classes)
-    released = ledger.released("noisy cluster histograms", np.clip(
-        hist.reshape(shape) + noise.rvs(size=shape, random_state=_as_rng(rng)), 0,
-        None).astype(float), clusters=clusters, epsilon=epsilon, examples=examples,
-        group=group)
+    released = _noisy_histograms(ledger, "noisy cluster histograms", labels, clusters,
+                                 num_clusters, num_classes, eps, rng, examples, group)
     totals = released.sum(axis=1, keepdims=True)
-    table = np.divide(released, totals, out=np.full(shape, 1.0 / num_classes), where=totals > 0)
+    table = np.divide(released, totals, out=np.full(released.shape, 1.0 / num_classes),
+                      where=totals > 0)
     return table[clusters]
+
+
+def _noisy_histograms(ledger, mechanism: str, labels: np.ndarray, clusters: np.ndarray,
+                      num_clusters: int, num_classes: int, epsilon: float, rng, examples,
+                      group: str) -> np.ndarray:
+    """Each cluster's histogram of its rows' labels (num_clusters, num_classes), with
+    cluster_histogram_noise on each count (none at epsilon = inf) and clipped at 0,
+    released through the layer and charged to the labels of ``examples``."""
+    ledger = _charged(ledger, mechanism, epsilon, examples, len(labels), group)
+    shape = (num_clusters, num_classes)
+    hist = np.bincount(clusters * num_classes + labels,
+                       minlength=num_clusters * num_classes).reshape(shape)
+    if epsilon < np.inf:
+        hist = hist + cluster_histogram_noise(epsilon).rvs(size=shape,
+                                                           random_state=_as_rng(rng))
+    return ledger.released(mechanism, np.clip(hist, 0, None).astype(float),
+                           clusters=clusters, epsilon=epsilon, examples=examples, group=group)
 
 
 def one_hot_noise(epsilon):

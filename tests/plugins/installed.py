@@ -67,6 +67,17 @@ def installed(site: Path, packages: dict[str, tuple[str, str, dict[str, str]]]
                     del _REGISTRY[name]
 
 
+@contextlib.contextmanager
+def installed_suite(folder: Path, suite: str,
+                    packages: dict[str, tuple[str, str, dict[str, str]]]) -> Iterator[Path]:
+    """The suite file of text ``suite`` written into ``folder``, and ``packages``
+    installed beside it (as ``installed``) for the length of the block."""
+    path = folder / "tiny.toml"
+    path.write_text(suite)
+    with installed(folder / "site", packages):
+        yield path
+
+
 @dataclasses.dataclass(frozen=True)
 class Submitted:
     code: int
