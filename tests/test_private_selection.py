@@ -141,7 +141,7 @@ def test_the_validation_count_is_epsilon_dp_exactly_and_charged_to_its_rows():
                             np.random.default_rng(0), labels(rows, "validation"))
     (charge,) = ledger.charges
     assert charge.cost.epsilon == epsilon and list(charge.touches.examples) == list(rows)
-    assert [mechanism for mechanism, _, _ in tape.releases] == [charge.mechanism]
+    assert [release.mechanism for release in tape.releases] == [charge.mechanism]
     # Neighbouring inputs move the count by one: the release's densities (Laplace of
     # scale 1 / epsilon around 2 and around 3) differ by at most e^epsilon, attained.
     grid = np.linspace(-20, 25, 90_001)
