@@ -22,8 +22,13 @@ entry point. The command
 4. writes a bundle (benchmarks.bundle) with the records, the checks, the environment and
    the digests of the package's source files, and says whether the method is charged by
    construction (every charge made by the layer's mechanisms), charged as observed (its
-   own charges are sampled Gaussians and a watched library's steps were composed against
-   them in every cell that made one) or self-accounted.
+   own charges are sampled Gaussians and a watched library's steps, as many as they
+   charge, were composed against them in every cell that made one) or self-accounted;
+   and, of a run whose watched steps ran on shuffled batches, that they were accounted as
+   Poisson samples with no proven bound (the record says so too).
+
+A noisy step that the watch of the libraries cannot see stops it with one line, as bad
+input does (benchmarks.library_watch.Unwatched).
 
 The audits of one submission are judged together: each bound is taken at confidence
 1 - 5% / (the number of bounds), so an honest method is refused by chance at most 5% of
@@ -47,7 +52,7 @@ from benchmarks.contract import Method
 from benchmarks.errors import InputError, one_line
 from benchmarks.ledger_watch import watch
 from benchmarks.privacy import Ledger, SampledGaussian
-from benchmarks.records import RunRecord
+from benchmarks.records import SAMPLING, SHUFFLED_BATCHES, RunRecord
 from benchmarks.suites import Cell, Suite, load_suite, parse_seeds
 
 # Two audited bounds per audited configuration: at the release and from the model.
@@ -112,26 +117,22 @@ def run(args: argparse.Namespace) -> int:
     for check in checks:
         if check.found:  # such as what the replay check replayed, or why it could not
             print(f"{check.scope}: {check.found}")
-    records: list[RunRecord] = []
-    own_charges: list[str] = []
-    observed: list[str] | None = None
+    ran = Cells()
     if all(check.passed for check in checks):
-        records, cell_checks, own_charges, observed = run_cells(cells, data_dir)
-        checks += cell_checks
+        ran = run_cells(cells, data_dir)
+        checks += ran.checks
     else:
         print("the method breaks the contract: its suite was not run")
     failed = [check for check in checks if not check.passed]
-    accounting = bundle.NOT_RUN if not records else (
-        bundle.CHARGED_BY_CONSTRUCTION if not own_charges else
-        bundle.charged_as_observed(observed) if observed else bundle.SELF_ACCOUNTED)
+    accounting = ran.accounting()
     bundle.write(args.out, {
         "method": method.name, "plugin": dataclasses.asdict(plugin),
         "source": bundle.source_digests(_package_dir(plugin)),
-        "accounting": accounting, "own_charges": own_charges, "suite": suite.name,
+        "accounting": accounting, "own_charges": ran.own_charges, "suite": suite.name,
         "command": f"privboard submit --method {method.name} --suite {args.suite}"
                    + (f" --seeds {args.seeds}" if args.seeds else ""),
         "checks": [check.as_dict() for check in checks], "passed": not failed,
-        "environment": environment(plugin)}, records, suite)
+        "environment": environment(plugin)}, ran.records, suite)
     for check in failed:
         print(f"FAILED {check.as_dict()['line']}")
     if failed:
@@ -159,18 +160,36 @@ def cells_of(suite: Suite, method: type[Method]) -> list[Cell]:
     return cells + list(twins.values())
 
 
-def run_cells(cells: list[Cell], data_dir: Path
-              ) -> tuple[list[RunRecord], list[Check], list[str], list[str] | None]:
+@dataclasses.dataclass
+class Cells:
+    """What the cells of a submission ran and found."""
+
+    records: list[RunRecord] = dataclasses.field(default_factory=list)
+    checks: list[Check] = dataclasses.field(default_factory=list)
+    own_charges: list[str] = dataclasses.field(default_factory=list)  # charged by the method
+    # the watched libraries its own charges were checked against, or None when a cell's
+    # own charges were not all sampled Gaussians covered by a watched library's steps
+    observed: set[str] | None = dataclasses.field(default_factory=set)
+    shuffled: set[str] = dataclasses.field(default_factory=set)  # libraries on shuffled batches
+
+    def accounting(self) -> str:
+        if not self.records:
+            return bundle.NOT_RUN
+        if self.own_charges and not self.observed:
+            return bundle.SELF_ACCOUNTED
+        if self.shuffled:
+            return bundle.shuffled_batches(sorted(self.shuffled))
+        return (bundle.charged_as_observed(sorted(self.observed)) if self.own_charges
+                else bundle.CHARGED_BY_CONSTRUCTION)
+
+
+def run_cells(cells: list[Cell], data_dir: Path) -> Cells:
     """Run every cell in this process, each watched, the audited twins last: a twin of
-    a configuration whose run failed is left out (its failure is already the reason).
-    Returns (records, checks, the mechanisms the method charged itself, the watched
-    libraries its own charges were checked against, or None when a cell's own charges
-    were not all sampled Gaussians checked against a watched library's steps)."""
+    a configuration whose run failed is left out (its failure is already the reason)."""
     audits = sum(cell.audit for cell in cells)
     confidence = 1 - (1 - CONFIDENCE) / max(1, BOUNDS_PER_AUDIT * audits)
     slot = runner.DatasetSlot()
-    records, checks, own, failed = [], [], [], set()
-    observed: set[str] | None = set()
+    ran, failed = Cells(), set()
     with tqdm(total=len(cells), unit="cell", file=sys.stderr, dynamic_ncols=True) as bar:
         for cell in sorted(cells, key=lambda cell: cell.audit):
             if cell.audit and cell.config_id in failed:
@@ -180,23 +199,33 @@ def run_cells(cells: list[Cell], data_dir: Path
             data = slot.get(cell.dataset, data_dir)
             with watch() as seen:
                 record = runner.run_cell(cell, data, context, audit_confidence=confidence)
-            records.append(record)
+            ran.records.append(record)
             if not record.ok:
                 failed.add(cell.config_id)
-            checks += cell_checks(cell, record, context.ledger, seen.uncharged(context.ledger))
+            elif seen.library.shuffled:
+                record.privacy.details[SAMPLING] = SHUFFLED_BATCHES
+                ran.shuffled.update(seen.library.shuffled)
+            ran.checks += cell_checks(cell, record, context.ledger,
+                                      seen.uncharged(context.ledger))
             watched = library_checks(cell, record, context.ledger, seen.library)
-            checks += watched
+            ran.checks += watched
             mine = seen.own_charges(context.ledger)
-            own += mine
-            if mine and observed is not None:
-                as_observed = (bool(watched) and all(check.passed for check in watched)
-                               and all(isinstance(charge.cost, SampledGaussian)
-                                       for charge in context.ledger.charges
-                                       if charge.mechanism in mine))
-                observed = observed | set(seen.library.libraries) if as_observed else None
+            ran.own_charges += [name for name in mine if name not in ran.own_charges]
+            if mine and ran.observed is not None:
+                as_observed = bool(watched) and all(check.passed for check in watched) \
+                    and covered(context.ledger, mine, seen.library)
+                ran.observed = ran.observed | set(seen.library.libraries) if as_observed \
+                    else None
             bar.update()
-    return (records, checks, list(dict.fromkeys(own)),
-            None if observed is None else sorted(observed))
+    return ran
+
+
+def covered(ledger: Ledger, mine: list[str], library: library_watch.Ran) -> bool:
+    """The method's own charges are sampled Gaussians of no more steps than the watched
+    libraries were seen to run: none of them is for noise that nothing watched."""
+    charges = [charge.cost for charge in ledger.charges if charge.mechanism in mine]
+    return all(isinstance(cost, SampledGaussian) for cost in charges) and \
+        sum(cost.steps for cost in charges) <= sum(library.steps.values())
 
 
 def cell_checks(cell: Cell, record: RunRecord, ledger: Ledger,

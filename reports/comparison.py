@@ -16,7 +16,7 @@ from reports.index_table import audit_of
 from reports.presentation import (MODEL_NAMES, dataset_title, family_of,
                                   ordered_datasets, slug)
 from reports.ranking import FAMILIES, REFERENCE
-from reports.rows import format_epsilon
+from reports.rows import format_epsilon, unproven
 
 # The suites run to compare methods on one model, each shown as a section of the pages
 # of its datasets.
@@ -104,13 +104,13 @@ def _point(row) -> dict:
     return {"epsilon": float(row.epsilon), "mean": float(row.mean),
             "std": None if pd.isna(row.std) else float(row.std), "n": int(row.n),
             "page": slug(row.cell), "audit": audit, "refuted": bool(audit and audit["flagged"]),
-            "model": row.model}
+            "unproven": unproven(row), "model": row.model}
 
 
 def _at(epsilon: float, lines: list[dict], measure) -> dict:
     """Every line's point at one epsilon beside its paper cells there, and the best: the
-    best mean among the points whose audit does not refute their claim, with the others
-    within one of its standard deviations."""
+    best mean among the points whose audit does not refute their claim and whose bound is
+    proven, with the others within one of its standard deviations."""
     entries = []
     for line in lines:
         point = next((p for p in line["points"] if p["epsilon"] == epsilon), None)
@@ -120,11 +120,14 @@ def _at(epsilon: float, lines: list[dict], measure) -> dict:
         entries.append({"line": line, "point": point, "paper": [
             {**cell, "diff": point["mean"] - cell["value"]} for cell in papers]})
     entries.sort(key=lambda entry: entry["point"]["mean"], reverse=measure.higher_is_better)
-    best = next((entry for entry in entries if not entry["point"]["refuted"]), None)
+    def rankable(entry: dict) -> bool:
+        return not (entry["point"]["refuted"] or entry["point"]["unproven"])
+
+    best = next(filter(rankable, entries), None)
     spread = (best["point"]["std"] or 0.0) if best else 0.0
     for entry in entries:
         entry["best"] = entry is best
-        entry["tied"] = (best is not None and entry is not best and not entry["point"]["refuted"]
+        entry["tied"] = (best is not None and entry is not best and rankable(entry)
                          and abs(entry["point"]["mean"] - best["point"]["mean"]) <= spread)
     return {"epsilon": epsilon, "entries": entries,
             "best": best["line"]["name"] if best else None,

@@ -7,7 +7,7 @@ import pandas as pd
 from benchmarks.privacy import Protects
 from reports.presentation import (SCOPES, UNKNOWN_NOTION, dataset_title, ordered_datasets,
                                   presentation, short_notion, slug)
-from reports.rows import QUICK_SUITE, model_note
+from reports.rows import QUICK_SUITE, model_note, unproven
 
 # The epsilons a line shows, as (rows column, header, tooltip). An audited epsilon (an
 # empirical lower bound on what a run leaks) becomes one more column of the rows: add it
@@ -78,7 +78,7 @@ def table_line(row) -> dict:
         "epsilons": [(column, _number(getattr(row, column))) for column, _, _ in EPSILON_COLUMNS],
         "delta": _number(row.delta),
         "ours": ours_of(row), "paper": paper_of(row), "audit": audit_of(row),
-        "group": _group(row.section)}
+        "unproven": unproven(row), "group": _group(row.section)}
 
 
 def audit_of(row) -> dict | None:

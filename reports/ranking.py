@@ -17,7 +17,7 @@ from reports.index_table import audit_of
 from reports.load import THIRD_PARTY
 from reports.presentation import (KIND_WORDS, SCOPES, dataset_title, family_of,
                                   ordered_datasets, presentation, short_notion, slug)
-from reports.rows import NOT_RANKED, format_delta, format_epsilon
+from reports.rows import NOT_RANKED, format_delta, format_epsilon, unproven
 
 # The families a reader picks from, as (css class of the notion, tab title).
 FAMILIES = (("label-dp", "label-DP"), ("full-dp", "full DP"), ("other-notion", "local"),
@@ -74,8 +74,10 @@ def _by_epsilon(entries: pd.DataFrame, higher_is_better: bool,
     for epsilon, at in entries.groupby("epsilon", sort=True):
         at = at.sort_values("mean", ascending=not higher_is_better, kind="stable")
         lines = [_entry(row) for row in at.itertuples(index=False)]
-        # The best is the first whose audit does not refute its claim.
-        best = next((line for line in lines if not line["refuted"]), None)
+        # The best is the first whose audit does not refute its claim and whose bound is
+        # proven.
+        best = next((line for line in lines if not (line["refuted"] or line["unproven"])),
+                    None)
         if best is not None and mark_best:
             best["best"] = True
         deltas = " / ".join(format_delta(delta)
@@ -103,6 +105,7 @@ def _entry(row) -> dict:
             "mean": row.mean, "std": None if pd.isna(row.std) else row.std, "n": int(row.n),
             "page": slug(row.cell), "delta": float(row.delta), "audit": audit,
             "refuted": bool(audit and audit["flagged"]),
+            "unproven": unproven(row),
             "paper": None if pd.isna(row.paper_value) else {
                 "value": row.paper_value, "diff": row.diff, "beyond": bool(row.beyond_tolerance),
                 "citation": f"{row.paper}, {row.table}, {row.column}"},
