@@ -64,6 +64,7 @@ from benchmarks.privacy import rdp
 from benchmarks.privacy.noise_checks import NoiseCheck
 
 OPACUS, TF_PRIVACY = "Opacus", "tensorflow-privacy"
+OF = {OPACUS: "Opacus'", TF_PRIVACY: "tensorflow-privacy's"}  # a class of the library
 # library -> (distribution, module, the releases whose code the hooks are written for)
 SUPPORTED = {OPACUS: ("opacus", "opacus", ("1.6.0",)),
              TF_PRIVACY: ("tensorflow-privacy", "tensorflow_privacy", ("0.9.0",))}
@@ -278,8 +279,8 @@ def _refusal(obj: Any, watched: tuple[type, ...], library: str, module: str,
     theirs = [klass for klass in own if klass.__module__.split(".")[0] == module]
     if base is None or theirs:
         named = theirs[0] if theirs else cls
-        return f"{library}'s {names.get(named, named.__name__)} is not watched"
-    watched_name = f"{library}'s {names.get(base, base.__name__)}"
+        return f"{OF[library]} {names.get(named, named.__name__)} is not watched"
+    watched_name = f"{OF[library]} {names.get(base, base.__name__)}"
     replaced = sorted({name for klass in own for name in vars(klass)
                        if name not in OWN_ATTRIBUTES and hasattr(base, name)})
     if replaced:
@@ -376,12 +377,10 @@ def _watch_opacus(ran: Ran, stack: contextlib.ExitStack) -> None:
         def watched_accumulate(self):
             total = seen(self)
             clipped = ghost_clipped.pop(self, None)
-            if clipped is None or not all(
-                    (now is None and then is None) or (
-                        now is not None and then is not None and torch.equal(now, then))
-                    for now, then in zip((p.grad for p in self.params), clipped[2])):
-                ran.refuse(f"Opacus' {type(self).__name__} noised a gradient that its "
-                           f"ghost-clipping loss did not clip")
+            if clipped is None or not all(map(_same, (p.grad for p in self.params),
+                                              clipped[2])):
+                ran.refuse(f"{type(self).__name__} noised a gradient that its ghost-clipping "
+                           f"loss did not clip")
             else:
                 total.examples += clipped[0]
                 total.clips.append(clipped[1])
@@ -410,8 +409,7 @@ def _watch_opacus(ran: Ran, stack: contextlib.ExitStack) -> None:
                 (now - then.view_as(now)).cpu().numpy().ravel()
                 for now, then in zip(noisy, clipped)]))
             if not total.clips:
-                ran.refuse(f"Opacus' {type(self).__name__} noised a sum the watch did not "
-                           f"see clipped")
+                ran.refuse(f"{type(self).__name__} noised a sum that Opacus did not clip")
             clip = max(total.clips, default=0.0)
             ran.step(Setting(OPACUS, std / clip if clip > 0 else math.inf, clip,
                              total.examples, total.examples, poisson_rate(total.examples)))
@@ -437,13 +435,11 @@ def _watch_opacus(ran: Ran, stack: contextlib.ExitStack) -> None:
             return
         noisy, name = noised.pop(dp, None), type(dp).__name__
         if noisy is None:
-            ran.refuse(f"the optimizer that Opacus' {name} wraps stepped without a noisy "
-                       f"step of it")
+            ran.refuse(f"the optimizer that {name} wraps stepped without its noise")
         elif optimizer._optimizer_step_pre_hooks:
-            ran.refuse(f"a step pre-hook of the optimizer that Opacus' {name} wraps")
+            ran.refuse(f"a step pre-hook of the optimizer that {name} wraps")
         elif not _scaled([p.grad for p in dp.params], noisy):
-            ran.refuse(f"a hook changed the gradient that Opacus' {name} noised before "
-                       f"the step")
+            ran.refuse(f"a hook changed the gradient that {name} noised before the step")
 
     _patch(stack, flat.DPOptimizer, "__init__", init)
     _patch(stack, UniformWithReplacementSampler, "__iter__", sampler_iter)
@@ -456,6 +452,14 @@ def _watch_opacus(ran: Ran, stack: contextlib.ExitStack) -> None:
     for cls in watched:
         _patch(stack, cls, "add_noise", add_noise)
     stack.callback(register_optimizer_step_pre_hook(before_step).remove)
+
+
+def _same(now, then) -> bool:
+    """Two gradients (None when a parameter has none) are the same tensor values."""
+    import torch
+
+    return (now is None and then is None) or (
+        now is not None and then is not None and torch.equal(now, then))
 
 
 def _scaled(now: list, noisy: list) -> bool:
