@@ -15,6 +15,7 @@ import pytest
 import privboard
 import reports
 from baselines import load_published
+from benchmarks.records import SHUFFLED_BATCHES
 from reports.comparison import comparisons
 from tests.leaderboard_inputs import catalogued, rehashed
 
@@ -117,6 +118,17 @@ def test_the_best_method_at_each_epsilon_is_named_per_family(mnist):
     assert [(at["epsilon"], at["best"]) for at in full_dp["by_epsilon"]] == [
         (0.5, "dp-sgd · none norm"), (1.0, scatternet), (3.0, scatternet)]
     assert [(r["mean"], r["n"]) for r in mnist["reference"]] == [(pytest.approx(99.1), 3)]
+
+
+def test_a_method_without_a_proven_bound_is_never_the_best(records):
+    """labeldp-pro, best at epsilon 1, marked as privboard submit marks DP-SGD on
+    shuffled batches: alibi, within its standard deviation, is the best there."""
+    rows = privboard.load_rows(results=records, archive=None)
+    marked = rows.assign(no_proven_bound=(rows["method"] == "labeldp-pro") & (rows["epsilon"] == 1))
+    (found,) = comparisons(marked, load_published())
+    at_1 = _family(found, "label-dp")["by_epsilon"][1]
+    assert (at_1["best"], at_1["tied"]) == ("alibi", [])
+    assert [entry["point"]["unproven"] for entry in at_1["entries"]] == [SHUFFLED_BATCHES, ""]
 
 
 def test_a_line_is_named_without_the_model_its_section_names(mnist):
