@@ -303,7 +303,6 @@ class _Sum:
 
 
 def _watch_opacus(ran: Ran, stack: contextlib.ExitStack) -> None:
-    import torch
     from torch.optim.optimizer import register_optimizer_step_pre_hook
     from opacus.grad_sample.grad_sample_module_fast_gradient_clipping import (
         GradSampleHooksFastGradientClipping)
