@@ -267,16 +267,16 @@ def _sized(init: Callable, ran: Ran) -> Callable:
     return watched
 
 
-def _refusal(obj: Any, watched: tuple[type, ...], library: str, module: str,
-             names: dict[type, str], allowed: Callable[[str, Any], bool] = lambda *_: False
-             ) -> str:
+def _refusal(obj: Any, watched: tuple[type, ...], library: str, names: dict[type, str],
+             allowed: Callable[[str, Any], bool] = lambda *_: False) -> str:
     """"" when ``obj`` is an instance of a watched class, or of a subclass of one that
     replaces none of its attributes, and replaces none of its methods itself (but those
     ``allowed``); else what it is, in words."""
     cls = type(obj)
     base = next((klass for klass in cls.__mro__ if klass in watched), None)
     own = cls.__mro__[:cls.__mro__.index(base)] if base else cls.__mro__
-    theirs = [klass for klass in own if klass.__module__.split(".")[0] == module]
+    theirs = [klass for klass in own
+              if klass.__module__.split(".")[0] == SUPPORTED[library][1]]
     if base is None or theirs:
         named = theirs[0] if theirs else cls
         return f"{OF[library]} {names.get(named, named.__name__)} is not watched"
@@ -324,7 +324,7 @@ def _watch_opacus(ran: Ran, stack: contextlib.ExitStack) -> None:
 
     def seen(optimizer) -> _Sum:
         """The optimizer's running sum, once its class is checked."""
-        refusal = _refusal(optimizer, watched, OPACUS, "opacus", {})
+        refusal = _refusal(optimizer, watched, OPACUS, {})
         if refusal:
             ran.refuse(refusal)
         wrapped[optimizer.original_optimizer] = optimizer
@@ -530,7 +530,7 @@ def _watch_tf_privacy(ran: Ran, stack: contextlib.ExitStack) -> None:
                 made["clip"].assign(tf.maximum(made["clip"], sensitivity))]
 
     def optimizer_watched(optimizer: Any) -> bool:
-        refusal = _refusal(optimizer, optimizers, TF_PRIVACY, "tensorflow_privacy", names)
+        refusal = _refusal(optimizer, optimizers, TF_PRIVACY, names)
         query = getattr(optimizer, "_dp_sum_query", None)
         if not refusal and type(query) is not GaussianSumQuery:
             refusal = (f"tensorflow-privacy's {names.get(type(optimizer), 'optimizer')} with a "
@@ -540,7 +540,7 @@ def _watch_tf_privacy(ran: Ran, stack: contextlib.ExitStack) -> None:
         return not refusal
 
     def model_watched(model: Any) -> bool:
-        refusal = _refusal(model, models, TF_PRIVACY, "tensorflow_privacy", names,
+        refusal = _refusal(model, models, TF_PRIVACY, names,
                            allowed=lambda name, value: name == "train_step" and getattr(
                                getattr(value, "python_function", None), "__func__",
                                None) in train_steps)  # DPModel's XLA-compiled train_step
