@@ -344,3 +344,51 @@ def test_a_subclass_that_replaces_nothing_is_watched_and_an_instance_that_does_i
                                                        "its add_noise replaced"):
         with library_watch.watch():
             made(quiet=True)
+
+
+def _noisy_step(ghost: bool = False):
+    """A private network, optimizer and loss of Opacus on 8 examples (ghost clipping's
+    with ``ghost``) and one of their batches."""
+    import torch
+    from opacus import PrivacyEngine
+    from torch.utils.data import DataLoader, TensorDataset
+
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(3, 2)
+    made = PrivacyEngine().make_private(
+        module=layer, optimizer=torch.optim.SGD(layer.parameters(), lr=0.1),
+        data_loader=DataLoader(TensorDataset(torch.randn(8, 3), torch.arange(8) % 2),
+                               batch_size=8), noise_multiplier=1.0, max_grad_norm=1.0,
+        poisson_sampling=False, **({"criterion": torch.nn.CrossEntropyLoss(),
+                                    "grad_sample_mode": "ghost"} if ghost else {}))
+    return made[0], made[1], made[2] if ghost else torch.nn.CrossEntropyLoss(), made[-1]
+
+
+@needs_opacus
+@pytest.mark.parametrize("change, unseen", [
+    ("step hook", "a hook changed the gradient that DPOptimizer noised before the step"),
+    ("pre-hook", "a step pre-hook of the optimizer that DPOptimizer wraps"),
+    ("plain loss", "DPOptimizerFastGradientClipping noised a gradient that its "
+                   "ghost-clipping loss did not clip")])
+def test_noise_added_or_a_gradient_changed_beside_opacus_is_refused(change, unseen):
+    """A step hook that adds noise of its own; a step pre-hook on the optimizer Opacus
+    wraps (it could take the noise out); ghost clipping's optimizer stepped on the
+    gradient of a plain loss, unclipped."""
+    import torch
+
+    def more_noise(*args) -> None:
+        for p in optimizer.params:
+            p.grad += torch.randn_like(p.grad)
+
+    library_watch.import_installed()  # as submit does: a library is watched once imported
+    with pytest.raises(library_watch.Unwatched, match=re.escape(unseen)):
+        with library_watch.watch():
+            model, optimizer, criterion, loader = _noisy_step(ghost=change == "plain loss")
+            if change == "step hook":
+                optimizer.attach_step_hook(more_noise)
+            elif change == "pre-hook":
+                optimizer.original_optimizer.register_step_pre_hook(more_noise)
+            for x, y in loader:
+                loss = criterion(model(x), y)
+                (loss.loss_per_sample.mean() if change == "plain loss" else loss).backward()
+                optimizer.step()
