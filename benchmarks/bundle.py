@@ -52,7 +52,7 @@ def charged_as_observed(libraries: list[str]) -> str:
 def shuffled_batches(libraries: list[str]) -> str:
     """The mark of a method whose watched DP-SGD steps ran on shuffled fixed-size batches,
     accounted as Poisson samples: never charged as observed."""
-    return f"{SHUFFLED_BATCHES} ({', '.join(libraries)})"
+    return f"{SHUFFLED_BATCHES} ({', '.join(libraries)})" if libraries else SHUFFLED_BATCHES
 
 
 def accounting_note(accounting: str) -> str:

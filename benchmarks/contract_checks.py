@@ -334,12 +334,11 @@ ON_A_FIT: tuple[tuple[str, Callable[[Fitted], None]], ...] = (
 def run_all(method: type[Method]) -> list[tuple[str, str, str]]:
     """Every check on ``method``: (check, "" when it holds, else the line that failed,
     what a check that held found). An exception the method raises fails the check it
-    broke, by its public line; the checks on a fit stop at a fit that raises. A noisy
-    step that the library watch cannot see stops them all (library_watch.Unwatched)."""
+    broke, by its public line; the checks on a fit stop at a fit that raises."""
     outcomes = [(name, *_outcome(check, method)) for name, check in ON_THE_CLASS]
     try:
         fitted = fit(method)
-    except library_watch.Unwatched:
+    except library_watch.Unwatched:  # a noisy step the watch cannot see stops the checks
         raise
     except Exception as err:  # noqa: BLE001 (anything the method raises is a failure)
         return outcomes + [("fits the tiny data", _failure(err), "")]

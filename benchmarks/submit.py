@@ -117,22 +117,28 @@ def run(args: argparse.Namespace) -> int:
     for check in checks:
         if check.found:  # such as what the replay check replayed, or why it could not
             print(f"{check.scope}: {check.found}")
-    ran = Cells()
+    records: list[RunRecord] = []
+    own_charges: list[str] = []
+    observed: list[str] | None = None
     if all(check.passed for check in checks):
-        ran = run_cells(cells, data_dir)
-        checks += ran.checks
+        records, cell_checks, own_charges, observed = run_cells(cells, data_dir)
+        checks += cell_checks
     else:
         print("the method breaks the contract: its suite was not run")
     failed = [check for check in checks if not check.passed]
-    accounting = ran.accounting()
+    accounting = bundle.NOT_RUN if not records else (
+        bundle.CHARGED_BY_CONSTRUCTION if not own_charges else
+        bundle.charged_as_observed(observed) if observed else bundle.SELF_ACCOUNTED)
+    if accounting != bundle.SELF_ACCOUNTED and any(record.no_proven_bound for record in records):
+        accounting = bundle.shuffled_batches(observed or [])  # never charged as observed
     bundle.write(args.out, {
         "method": method.name, "plugin": dataclasses.asdict(plugin),
         "source": bundle.source_digests(_package_dir(plugin)),
-        "accounting": accounting, "own_charges": ran.own_charges, "suite": suite.name,
+        "accounting": accounting, "own_charges": own_charges, "suite": suite.name,
         "command": f"privboard submit --method {method.name} --suite {args.suite}"
                    + (f" --seeds {args.seeds}" if args.seeds else ""),
         "checks": [check.as_dict() for check in checks], "passed": not failed,
-        "environment": environment(plugin)}, ran.records, suite)
+        "environment": environment(plugin)}, records, suite)
     for check in failed:
         print(f"FAILED {check.as_dict()['line']}")
     if failed:
@@ -160,36 +166,19 @@ def cells_of(suite: Suite, method: type[Method]) -> list[Cell]:
     return cells + list(twins.values())
 
 
-@dataclasses.dataclass
-class Cells:
-    """What the cells of a submission ran and found."""
-
-    records: list[RunRecord] = dataclasses.field(default_factory=list)
-    checks: list[Check] = dataclasses.field(default_factory=list)
-    own_charges: list[str] = dataclasses.field(default_factory=list)  # charged by the method
-    # the watched libraries its own charges were checked against, or None when a cell's
-    # own charges were not all sampled Gaussians covered by a watched library's steps
-    observed: set[str] | None = dataclasses.field(default_factory=set)
-    shuffled: set[str] = dataclasses.field(default_factory=set)  # libraries on shuffled batches
-
-    def accounting(self) -> str:
-        if not self.records:
-            return bundle.NOT_RUN
-        if self.own_charges and not self.observed:
-            return bundle.SELF_ACCOUNTED
-        if self.shuffled:
-            return bundle.shuffled_batches(sorted(self.shuffled))
-        return (bundle.charged_as_observed(sorted(self.observed)) if self.own_charges
-                else bundle.CHARGED_BY_CONSTRUCTION)
-
-
-def run_cells(cells: list[Cell], data_dir: Path) -> Cells:
+def run_cells(cells: list[Cell], data_dir: Path
+              ) -> tuple[list[RunRecord], list[Check], list[str], list[str] | None]:
     """Run every cell in this process, each watched, the audited twins last: a twin of
-    a configuration whose run failed is left out (its failure is already the reason)."""
+    a configuration whose run failed is left out (its failure is already the reason).
+    Returns (records, checks, the mechanisms the method charged itself, the watched
+    libraries its own charges were checked against, or None when a cell's own charges
+    were not all sampled Gaussians covered by a watched library's steps). A record whose
+    watched steps took shuffled batches is marked so."""
     audits = sum(cell.audit for cell in cells)
     confidence = 1 - (1 - CONFIDENCE) / max(1, BOUNDS_PER_AUDIT * audits)
     slot = runner.DatasetSlot()
-    ran, failed = Cells(), set()
+    records, checks, own, failed = [], [], [], set()
+    observed: set[str] | None = set()
     with tqdm(total=len(cells), unit="cell", file=sys.stderr, dynamic_ncols=True) as bar:
         for cell in sorted(cells, key=lambda cell: cell.audit):
             if cell.audit and cell.config_id in failed:
@@ -199,25 +188,23 @@ def run_cells(cells: list[Cell], data_dir: Path) -> Cells:
             data = slot.get(cell.dataset, data_dir)
             with watch() as seen:
                 record = runner.run_cell(cell, data, context, audit_confidence=confidence)
-            ran.records.append(record)
+            records.append(record)
             if not record.ok:
                 failed.add(cell.config_id)
             elif seen.library.shuffled:
                 record.privacy.details[SAMPLING] = SHUFFLED_BATCHES
-                ran.shuffled.update(seen.library.shuffled)
-            ran.checks += cell_checks(cell, record, context.ledger,
-                                      seen.uncharged(context.ledger))
+            checks += cell_checks(cell, record, context.ledger, seen.uncharged(context.ledger))
             watched = library_checks(cell, record, context.ledger, seen.library)
-            ran.checks += watched
+            checks += watched
             mine = seen.own_charges(context.ledger)
-            ran.own_charges += [name for name in mine if name not in ran.own_charges]
-            if mine and ran.observed is not None:
-                as_observed = bool(watched) and all(check.passed for check in watched) \
-                    and covered(context.ledger, mine, seen.library)
-                ran.observed = ran.observed | set(seen.library.libraries) if as_observed \
-                    else None
+            own += mine
+            if mine and observed is not None:
+                as_observed = (bool(watched) and all(check.passed for check in watched)
+                               and covered(context.ledger, mine, seen.library))
+                observed = observed | set(seen.library.libraries) if as_observed else None
             bar.update()
-    return ran
+    return (records, checks, list(dict.fromkeys(own)),
+            None if observed is None else sorted(observed))
 
 
 def covered(ledger: Ledger, mine: list[str], library: library_watch.Ran) -> bool:
