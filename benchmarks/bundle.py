@@ -2,12 +2,10 @@
 BUNDLE`` renders beside the archive. One folder:
 
 - ``submission.json``: the method, the package that registered it and the sha256 digest
-  of each of that package's source files; how it is accounted: charged by construction
-  (every charge on its ledgers made by the privacy layer's mechanisms), charged as
-  observed (its own DP-SGD charges cover what the watched DP libraries were seen to run),
-  accounted as Poisson on shuffled batches (no proven bound) or self-accounted (it
-  charged noise of its own, which only its audit checks); every check with its outcome;
-  the environment of the run; and the sha256 digest of each record file;
+  of each of that package's source files; whether the method is charged by construction
+  (every charge on its ledgers made by the privacy layer's mechanisms) or self-accounted
+  (it charged noise of its own, which only its audit checks); every check with its
+  outcome; the environment of the run; and the sha256 digest of each record file;
 - the public part of each record, runs and audited twins, one JSON file per cell (as in
   the archive: never the private diagnostics), and ``catalogue.json``;
 - ``private/``: each cell's private diagnostics, for the submitter alone. No report reads
@@ -17,7 +15,9 @@ It is written whole into a staging folder and swapped in, so a failure or a kill
 the previous bundle or nothing, never a part. Loading refuses a bundle with a failed
 check, one whose files do not match their digests, and one whose records contradict its
 checks (a failed run, an audit above its claim, a record on shuffled batches under any
-other mark).
+other mark). A method whose DP-SGD steps in a watched library took shuffled batches is
+never charged as observed: its mark, and its records', say that they were accounted as
+Poisson with no proven bound.
 """
 from __future__ import annotations
 
@@ -40,7 +40,6 @@ CHARGED_BY_CONSTRUCTION = "charged by construction"
 SELF_ACCOUNTED = "self-accounted"
 NOT_RUN = "not run"  # the method broke the contract: its suite did not run
 CHARGED_AS_OBSERVED = "charged as observed"
-CHUA_ET_AL = 'Chua et al., "How Private are DP-SGD Implementations?", ICML 2024'
 
 
 def charged_as_observed(libraries: list[str]) -> str:
@@ -49,22 +48,23 @@ def charged_as_observed(libraries: list[str]) -> str:
     return f"{CHARGED_AS_OBSERVED} ({', '.join(libraries)})"
 
 
+def accounting_note(accounting: str) -> str:
+    """What a submission's accounting mark means, beside it on the site."""
+    if accounting.startswith(SHUFFLED_BATCHES):
+        return ("its DP-SGD steps took shuffled fixed-size batches, and the epsilon is "
+                "that of Poisson-sampled batches of the same size: shuffling can leak "
+                "more, and no bound of it is proven (Chua et al., \"How Private are DP-SGD "
+                "Implementations?\", ICML 2024)")
+    if accounting.startswith(CHARGED_AS_OBSERVED):
+        return ("its own DP-SGD charges cover every noisy step the library was seen to "
+                "run, with the noise it added as its noise multiplier says")
+    return "every charge made by the privacy layer's mechanisms"
+
+
 def shuffled_batches(libraries: list[str]) -> str:
     """The mark of a method whose watched DP-SGD steps ran on shuffled fixed-size batches,
     accounted as Poisson samples: never charged as observed."""
     return f"{SHUFFLED_BATCHES} ({', '.join(libraries)})" if libraries else SHUFFLED_BATCHES
-
-
-def accounting_note(accounting: str) -> str:
-    """What a submission's accounting mark means, beside it on the site."""
-    if accounting.startswith(CHARGED_AS_OBSERVED):
-        return ("its own DP-SGD charges cover every noisy step the library was seen to "
-                "run, with the noise it added as its noise multiplier says")
-    if accounting.startswith(SHUFFLED_BATCHES):
-        return ("its DP-SGD steps took shuffled fixed-size batches, and the epsilon is "
-                "that of Poisson-sampled batches of the same size: shuffling can leak "
-                f"more, and no bound of it is proven ({CHUA_ET_AL})")
-    return "every charge made by the privacy layer's mechanisms"
 
 
 class BundleError(PrivboardError):
