@@ -427,8 +427,9 @@ def _watch_opacus(ran: Ran, stack: contextlib.ExitStack) -> None:
         return min(1.0, len(draws) * rate * max(1.0, population / smallest))
 
     def before_step(optimizer, args, kwargs) -> None:
-        """Any optimizer's step: one that a DP optimizer wraps steps on the gradient
-        that optimizer noised, scaled, and right after it."""
+        """Before any optimizer steps: one that a watched DP optimizer wraps steps right
+        after that optimizer's noisy step, on its noised gradient (scaled), with no
+        step pre-hook of its own that could change it."""
         dp = wrapped.get(optimizer)
         if dp is None:
             return
