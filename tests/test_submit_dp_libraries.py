@@ -392,3 +392,18 @@ def test_noise_added_or_a_gradient_changed_beside_opacus_is_refused(change, unse
                 loss = criterion(model(x), y)
                 (loss.loss_per_sample.mean() if change == "plain loss" else loss).backward()
                 optimizer.step()
+
+
+def test_charges_for_more_steps_than_the_watch_saw_are_not_charged_as_observed():
+    """A fit whose own DP-SGD charges count steps that no watched library ran (noise
+    added by its own code beside Opacus) is self-accounted, not charged as observed."""
+    from benchmarks.privacy import Ledger, SampledGaussian, records
+    from benchmarks.submit import covered
+
+    ran = library_watch.Ran(collections.Counter({library_watch.Setting(
+        library_watch.OPACUS, 1.0, 1.0, 64, 64, 0.25): 8}))
+    ledger = Ledger()
+    ledger.charge("DP-SGD (Opacus)", records(), SampledGaussian(1.0, 0.25, 8))
+    assert covered(ledger, ["DP-SGD (Opacus)"], ran)
+    ledger.charge("DP-SGD (its own noise)", records(), SampledGaussian(1.0, 0.25, 8))
+    assert not covered(ledger, ["DP-SGD (Opacus)", "DP-SGD (its own noise)"], ran)
