@@ -15,7 +15,10 @@ BUNDLE`` renders beside the archive. One folder:
 It is written whole into a staging folder and swapped in, so a failure or a kill leaves
 the previous bundle or nothing, never a part. Loading refuses a bundle with a failed
 check, one whose files do not match their digests, and one whose records contradict its
-checks (a failed run, an audit above its claim).
+checks (a failed run, an audit above its claim, a record on shuffled batches under any
+other mark). A method whose DP-SGD steps in a watched library took shuffled batches is
+never charged as observed: its mark, and its records', say that they were accounted as
+Poisson with no proven bound.
 """
 from __future__ import annotations
 
@@ -29,7 +32,7 @@ from benchmarks import catalogue as catalogues
 from benchmarks.archive import archived_text, digest, listed_records
 from benchmarks.atomic import atomic_folder
 from benchmarks.errors import InputError, PrivboardError
-from benchmarks.records import CATALOGUE, RunRecord
+from benchmarks.records import CATALOGUE, SHUFFLED_BATCHES, RunRecord
 
 MANIFEST = "submission.json"
 PRIVATE = "private"
@@ -56,6 +59,11 @@ def charged_as_observed(libraries: list[str]) -> str:
 
 def accounting_note(accounting: str) -> str:
     """What a submission's accounting mark means, beside it on the site."""
+    if accounting.startswith(SHUFFLED_BATCHES):
+        return ("its DP-SGD steps took shuffled fixed-size batches, and the epsilon is "
+                "that of Poisson-sampled batches of the same size: shuffling can leak "
+                "more, and no bound of it is proven (Chua et al., \"How Private are DP-SGD "
+                "Implementations?\", ICML 2024)")
     if accounting.startswith(CHARGED_AS_OBSERVED):
         return ("its own DP-SGD charges cover every noisy step the library was seen to "
                 "run, with the noise it added as its noise multiplier says")
@@ -64,6 +72,12 @@ def accounting_note(accounting: str) -> str:
                 "named could not be replayed: what the fit read beside the layer on the "
                 "data they read is checked by its audit alone")
     return "every charge made by the privacy layer's mechanisms"
+
+
+def shuffled_batches(libraries: list[str]) -> str:
+    """The mark of a method whose watched DP-SGD steps ran on shuffled fixed-size batches,
+    accounted as Poisson samples: never charged as observed."""
+    return f"{SHUFFLED_BATCHES} ({', '.join(libraries)})" if libraries else SHUFFLED_BATCHES
 
 
 class BundleError(PrivboardError):
@@ -170,6 +184,10 @@ def _check_records(folder: Path, manifest: dict[str, Any], records: list[RunReco
         if record.is_audit and record.audit.get("flagged", True):
             raise BundleError(f"bundle {folder} is refused: the audit {record.path} "
                               f"exceeds its claim")
+        if record.no_proven_bound and not manifest.get("accounting", "").startswith(
+                (SHUFFLED_BATCHES, SELF_ACCOUNTED)):
+            raise BundleError(f"bundle {folder} is refused: {record.path} ran on shuffled "
+                              f"batches, but the submission says {manifest.get('accounting')}")
     if not any(record.kind == "run" for record in records):
         raise BundleError(f"bundle {folder} is refused: it holds no run")
 

@@ -31,6 +31,12 @@ STATUSES = ("ok", "failed")
 KINDS = ("run", "audit", "verification")
 # Files a results folder holds beside the records.
 CATALOGUE = "catalogue.json"
+# The mark ``privboard submit`` gives a record whose DP-SGD steps ran on shuffled
+# fixed-size batches and were accounted as Poisson samples, under privacy.details'
+# SAMPLING: no proven bound (Chua et al., "How Private are DP-SGD Implementations?",
+# ICML 2024).
+SAMPLING = "sampling"
+SHUFFLED_BATCHES = "accounted as Poisson; batches were shuffled: no proven bound"
 
 
 class RecordError(PrivboardError):
@@ -154,6 +160,11 @@ class RunRecord:
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    @property
+    def no_proven_bound(self) -> bool:
+        """Its DP-SGD steps ran on shuffled batches accounted as Poisson samples."""
+        return self.privacy.details.get(SAMPLING) == SHUFFLED_BATCHES
 
     @property
     def is_audit(self) -> bool:

@@ -22,8 +22,13 @@ entry point. The command
 4. writes a bundle (benchmarks.bundle) with the records, the checks, the environment and
    the digests of the package's source files, and says whether the method is charged by
    construction (every charge made by the layer's mechanisms), charged as observed (its
-   own charges are sampled Gaussians and a watched library's steps were composed against
-   them in every cell that made one) or self-accounted.
+   own charges are sampled Gaussians and a watched library's steps, as many as they
+   charge, were composed against them in every cell that made one) or self-accounted;
+   and, of a run whose watched steps ran on shuffled batches, that they were accounted as
+   Poisson samples with no proven bound (the record says so too).
+
+A noisy step that the watch of the libraries cannot see stops it with one line, as bad
+input does (benchmarks.library_watch.Unwatched).
 
 The audits of one submission are judged together: each bound is taken at confidence
 1 - 5% / (the number of bounds), so an honest method is refused by chance at most 5% of
@@ -47,7 +52,7 @@ from benchmarks.contract import Method
 from benchmarks.errors import InputError, one_line
 from benchmarks.ledger_watch import watch
 from benchmarks.privacy import Ledger, SampledGaussian
-from benchmarks.records import RunRecord
+from benchmarks.records import SAMPLING, SHUFFLED_BATCHES, RunRecord
 from benchmarks.suites import Cell, Suite, load_suite, parse_seeds
 
 # Two audited bounds per audited configuration: at the release and from the model.
@@ -125,6 +130,8 @@ def run(args: argparse.Namespace) -> int:
     accounting = bundle.NOT_RUN if not records else (
         bundle.by_construction(contract_checks.not_replayed(fitted)) if not own_charges else
         bundle.charged_as_observed(observed) if observed else bundle.SELF_ACCOUNTED)
+    if accounting != bundle.SELF_ACCOUNTED and any(record.no_proven_bound for record in records):
+        accounting = bundle.shuffled_batches(observed or [])  # never charged as observed
     bundle.write(args.out, {
         "method": method.name, "plugin": dataclasses.asdict(plugin),
         "source": bundle.source_digests(_package_dir(plugin)),
@@ -166,7 +173,8 @@ def run_cells(cells: list[Cell], data_dir: Path
     a configuration whose run failed is left out (its failure is already the reason).
     Returns (records, checks, the mechanisms the method charged itself, the watched
     libraries its own charges were checked against, or None when a cell's own charges
-    were not all sampled Gaussians checked against a watched library's steps)."""
+    were not all sampled Gaussians covered by a watched library's steps). A record whose
+    watched steps took shuffled batches is marked so."""
     audits = sum(cell.audit for cell in cells)
     confidence = 1 - (1 - CONFIDENCE) / max(1, BOUNDS_PER_AUDIT * audits)
     slot = runner.DatasetSlot()
@@ -184,6 +192,8 @@ def run_cells(cells: list[Cell], data_dir: Path
             records.append(record)
             if not record.ok:
                 failed.add(cell.config_id)
+            elif seen.library.shuffled:
+                record.privacy.details[SAMPLING] = SHUFFLED_BATCHES
             checks += cell_checks(cell, record, context.ledger, seen.uncharged(context.ledger))
             watched = library_checks(cell, record, context.ledger, seen.library)
             checks += watched
@@ -191,13 +201,19 @@ def run_cells(cells: list[Cell], data_dir: Path
             own += mine
             if mine and observed is not None:
                 as_observed = (bool(watched) and all(check.passed for check in watched)
-                               and all(isinstance(charge.cost, SampledGaussian)
-                                       for charge in context.ledger.charges
-                                       if charge.mechanism in mine))
+                               and covered(context.ledger, mine, seen.library))
                 observed = observed | set(seen.library.libraries) if as_observed else None
             bar.update()
     return (records, checks, list(dict.fromkeys(own)),
             None if observed is None else sorted(observed))
+
+
+def covered(ledger: Ledger, mine: list[str], library: library_watch.Ran) -> bool:
+    """The method's own charges are sampled Gaussians of no more steps than the watched
+    libraries were seen to run: none of them is for noise that nothing watched."""
+    charges = [charge.cost for charge in ledger.charges if charge.mechanism in mine]
+    return all(isinstance(cost, SampledGaussian) for cost in charges) and \
+        sum(cost.steps for cost in charges) <= sum(library.steps.values())
 
 
 def cell_checks(cell: Cell, record: RunRecord, ledger: Ledger,

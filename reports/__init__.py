@@ -24,6 +24,7 @@ from benchmarks import bundle
 from benchmarks import catalogue as catalogues
 from benchmarks.atomic import atomic_folder
 from benchmarks.errors import PrivboardError
+from benchmarks.records import SHUFFLED_BATCHES
 from reports.audits import attach_audits
 from reports.claims import check_claims
 from reports.load import ARCHIVED, BOTH, LOCAL, ReportError, load_records
@@ -145,6 +146,7 @@ def submission_facts(submission: bundle.Submission | None) -> dict | None:
             "entry_point": manifest["plugin"]["entry_point"],
             "accounting": manifest["accounting"],
             "self_accounted": manifest["accounting"] == bundle.SELF_ACCOUNTED,
+            "unproven": manifest["accounting"].startswith(SHUFFLED_BATCHES),
             "accounting_note": bundle.accounting_note(manifest["accounting"]),
             "own_charges": manifest.get("own_charges", []),
             "source_digest": manifest["source"]["sha256"],

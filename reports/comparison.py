@@ -17,7 +17,7 @@ from reports.index_table import audit_of
 from reports.presentation import (MODEL_NAMES, dataset_title, family_of,
                                   ordered_datasets, settings_badge, slug)
 from reports.ranking import FAMILIES, REFERENCE
-from reports.rows import format_epsilon
+from reports.rows import format_epsilon, unproven
 
 # The suites run to compare methods on one model, each shown as a section of the pages
 # of its datasets.
@@ -107,14 +107,15 @@ def point(row) -> dict:
     return {"epsilon": float(row.epsilon), "mean": float(row.mean),
             "std": None if pd.isna(row.std) else float(row.std), "n": int(row.n),
             "page": slug(row.cell), "audit": audit, "refuted": bool(audit and audit["flagged"]),
-            "model": row.model, **settings_badge(row.chosen, row.chosen_detail)}
+            "model": row.model, "unproven": unproven(row),
+            **settings_badge(row.chosen, row.chosen_detail)}
 
 
 def _at(epsilon: float, lines: list[dict], measure) -> dict:
     """Every line's point at one epsilon beside its paper cells there, and the best of
     each track of settings (settings_chosen.track_of): the best mean among its points
-    whose audit does not refute their claim, with the others of the track within one of
-    its standard deviations."""
+    whose audit does not refute their claim and whose bound is proven, with the others of
+    the track within one of its standard deviations."""
     entries = []
     for line in lines:
         point = next((p for p in line["points"] if p["epsilon"] == epsilon), None)
@@ -124,15 +125,17 @@ def _at(epsilon: float, lines: list[dict], measure) -> dict:
         entries.append({"line": line, "point": point, "paper": [
             {**cell, "diff": point["mean"] - cell["value"]} for cell in papers]})
     entries.sort(key=lambda entry: entry["point"]["mean"], reverse=measure.higher_is_better)
+    def rankable(entry: dict) -> bool:
+        return not (entry["point"]["refuted"] or entry["point"]["unproven"])
+
     best = []
     for track in TRACKS:
         mine = [entry for entry in entries if entry["point"]["track"] == track]
-        top = next((entry for entry in mine if not entry["point"]["refuted"]), None)
+        top = next(filter(rankable, mine), None)
         spread = (top["point"]["std"] or 0.0) if top else 0.0
         for entry in mine:
             entry["best"] = track if entry is top else ""
-            entry["tied"] = (top is not None and entry is not top
-                             and not entry["point"]["refuted"]
+            entry["tied"] = (top is not None and entry is not top and rankable(entry)
                              and abs(entry["point"]["mean"] - top["point"]["mean"]) <= spread)
         if mine:
             best.append({"track": track, "name": top["line"]["name"] if top else None,

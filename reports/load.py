@@ -25,7 +25,7 @@ MODEL_HPARAMS = ("model", "teacher_model")
 RECORD_COLUMNS = ("path", "status", "suite", "dataset", "method", "variant", "model",
                   "config_id", "seed", "epsilon", "delta", "spent_epsilon", "metric", "value",
                   *NOTION_FIELDS, "chosen", "chosen_detail", "superseded", "audit",
-                  "record_kind", "source", "wall_time_s", "record")
+                  "record_kind", "source", "wall_time_s", "no_proven_bound", "record")
 # Where a record was found.
 ARCHIVED, LOCAL, BOTH, THIRD_PARTY = "archived", "this machine", "both", "third-party"
 
@@ -59,7 +59,7 @@ def load_records(results: Path | None, metric_of: Mapping[str, str],
     records = pd.DataFrame(rows, columns=list(RECORD_COLUMNS))
     return records.astype({"epsilon": float, "delta": float, "spent_epsilon": float,
                            "value": float, "superseded": bool, "audit": bool,
-                           "wall_time_s": float})
+                           "wall_time_s": float, "no_proven_bound": bool})
 
 
 def _whole_records(results: Path) -> Iterator[RunRecord]:
@@ -95,7 +95,8 @@ def _flatten(record: RunRecord, metric_of: Mapping[str, str],
             "chosen": chosen.how, "chosen_detail": chosen.detail,
             "superseded": current_configs is not None and record.config_id not in current_configs,
             "audit": record.is_audit, "record_kind": record.kind, "source": source,
-            "wall_time_s": record.wall_time_s, "record": record}
+            "wall_time_s": record.wall_time_s, "no_proven_bound": record.no_proven_bound,
+            "record": record}
 
 
 def model_name(record: RunRecord, defaults_of: Mapping[str, dict]) -> str:

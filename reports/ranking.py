@@ -19,7 +19,7 @@ from reports.load import THIRD_PARTY
 from reports.presentation import (KIND_WORDS, SCOPES, dataset_title, family_of,
                                   ordered_datasets, presentation, settings_badge,
                                   short_notion, slug)
-from reports.rows import NOT_RANKED, format_delta, format_epsilon
+from reports.rows import NOT_RANKED, format_delta, format_epsilon, unproven
 
 # The families a reader picks from, as (css class of the notion, tab title).
 FAMILIES = (("label-dp", "label-DP"), ("full-dp", "full DP"), ("other-notion", "local"),
@@ -92,10 +92,11 @@ def _by_epsilon(entries: pd.DataFrame, higher_is_better: bool,
 
 def mark_best_per_track(lines: list[dict]) -> None:
     """In each track (settings_chosen.track_of), the best is the first line, best first,
-    whose audit does not refute its claim: its ``best`` names the track."""
+    whose audit does not refute its claim and whose bound is proven: its ``best`` names
+    the track."""
     for track in (HONEST_TRACK, TEST_TUNED_TRACK):
-        best = next((line for line in lines
-                     if line["track"] == track and not line["refuted"]), None)
+        best = next((line for line in lines if line["track"] == track
+                     and not (line["refuted"] or line["unproven"])), None)
         if best is not None:
             best["best"] = track
 
@@ -114,6 +115,7 @@ def _entry(row) -> dict:
             "page": slug(row.cell), "delta": float(row.delta), "audit": audit,
             "refuted": bool(audit and audit["flagged"]),
             **settings_badge(row.chosen, row.chosen_detail),
+            "unproven": unproven(row),
             "paper": None if pd.isna(row.paper_value) else {
                 "value": row.paper_value, "diff": row.diff, "beyond": bool(row.beyond_tolerance),
                 "citation": f"{row.paper}, {row.table}, {row.column}"},

@@ -16,6 +16,7 @@ import pandas as pd
 
 from benchmarks.metrics import DEFAULT_METRIC, metric
 from benchmarks.privacy import Protects
+from benchmarks.records import SHUFFLED_BATCHES
 from reports.load import BOTH, NOTION_FIELDS
 
 # The suite whose CPU-sized runs the site labels as such.
@@ -30,7 +31,7 @@ PAPER_FIELDS = ["paper", "table", "column", "column_inferred", "paper_value", "n
 ROW_COLUMNS = [
     "dataset", "metric", "section", "method", "variant", "model", "suite", "epsilon", "delta",
     *NOTION_FIELDS, "chosen", "chosen_detail", "n", "failed", "mean", "std", "source",
-    "spent_epsilon", "paper_variant",
+    "no_proven_bound", "spent_epsilon", "paper_variant",
     *PAPER_FIELDS, "diff", "beyond_tolerance", "model_non_private", "paper_non_private",
     "superseded", "cell"]
 STANDARD_PROTECTS = (Protects.LABELS.value, Protects.RECORDS.value, Protects.NOTHING.value)
@@ -48,13 +49,16 @@ def metric_tolerance(name: str, tolerance: float) -> float:
 
 def group_records(records: pd.DataFrame) -> pd.DataFrame:
     """One row per configuration: mean, sample std and n over ok seeds; failed runs only
-    counted; where its records came from. ``cell`` names the configuration's page."""
+    counted; where its records came from; whether a run's DP-SGD steps took shuffled
+    batches accounted as Poisson (no proven bound). ``cell`` names the configuration's
+    page."""
     ok = records[records["status"] == "ok"]
     grouped = records.groupby("config_id", sort=True)
     cells = grouped.agg(metric=("metric", "first"), superseded=("superseded", "first"),
                         model=("model", "first"), source=("source", _source),
                         chosen=("chosen", "first"), chosen_detail=("chosen_detail", "first"),
                         failed=("status", lambda status: int((status == "failed").sum())),
+                        no_proven_bound=("no_proven_bound", "any"),
                         **{key: (key, "first") for key in DISPLAY_KEYS})
     for field in NOTION_FIELDS:
         cells[field] = grouped[field].agg(_distinct)
@@ -85,12 +89,14 @@ def compute_rows(records: pd.DataFrame, published: pd.DataFrame,
     paper_only = paper[~paper["paper_id"].isin(pairs["paper_id"])].assign(
         variant=lambda frame: frame["paper_variant"], delta=lambda frame: frame["paper_delta"],
         model="", suite="", chosen="", chosen_detail="", n=0, failed=0, mean=math.nan,
-        std=math.nan, source="", spent_epsilon=math.nan, superseded=False, cell="")
+        std=math.nan, source="", no_proven_bound=False, spent_epsilon=math.nan,
+        superseded=False, cell="")
     rows = pd.concat([frame for frame in (pairs, ours_only, paper_only) if not frame.empty],
                      ignore_index=True)
     rows = rows.reindex(columns=[c for c in ROW_COLUMNS if c != "section"])
     rows["column_inferred"] = rows["column_inferred"].astype("boolean")
     rows["superseded"] = rows["superseded"].astype(bool)
+    rows["no_proven_bound"] = rows["no_proven_bound"].astype(bool)
     rows["metric"] = rows["metric"].fillna(DEFAULT_METRIC)
     rows["diff"] = rows["mean"] - rows["paper_value"]
     limit = rows["metric"].map(lambda metric: metric_tolerance(metric, tolerance))
@@ -169,6 +175,12 @@ def _source(sources: pd.Series) -> str:
 
 def _distinct(values: pd.Series) -> str:
     return " | ".join(sorted({value for value in values if value}))
+
+
+def unproven(row) -> str:
+    """The mark of a row whose DP-SGD steps took shuffled batches accounted as Poisson
+    samples (never marked best), or ""."""
+    return SHUFFLED_BATCHES if row.no_proven_bound else ""
 
 
 def format_epsilon(epsilon: float) -> str:

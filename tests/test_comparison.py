@@ -17,6 +17,7 @@ import pytest
 import privboard
 import reports
 from baselines import load_published
+from benchmarks.records import SHUFFLED_BATCHES
 from reports.comparison import comparisons
 from reports.tuning_costs import tuning_costs
 from tests.leaderboard_inputs import catalogued, rehashed
@@ -194,6 +195,17 @@ def test_the_dataset_page_shows_what_honest_tuning_costs_and_the_index_links_to_
     assert ">tuned privately</span>" in index and ">test-tuned</span>" in index
     tables = html.unescape((page / "tables.html").read_text())
     assert ">tuned privately</span>" in tables and ">test-tuned</span>" in tables
+
+
+def test_a_method_without_a_proven_bound_is_never_the_best(records):
+    """labeldp-pro, best at epsilon 1, marked as privboard submit marks DP-SGD on
+    shuffled batches: alibi, within its standard deviation, is the best there."""
+    rows = privboard.load_rows(results=records, archive=None)
+    marked = rows.assign(no_proven_bound=(rows["method"] == "labeldp-pro") & (rows["epsilon"] == 1))
+    found, _ = comparisons(marked, load_published())
+    at_1 = _family(found, "label-dp")["by_epsilon"][1]
+    assert _best(at_1) == [("test-tuned", "alibi", [])]
+    assert [entry["point"]["unproven"] for entry in at_1["entries"]] == [SHUFFLED_BATCHES, ""]
 
 
 def test_a_line_is_named_without_the_model_its_section_names(mnist):

@@ -6,6 +6,8 @@ import pandas as pd
 import pytest
 
 import privboard
+from benchmarks.records import SHUFFLED_BATCHES
+from reports.presentation import slug
 from reports.ranking import rankings
 from tests.leaderboard_inputs import catalogued
 from tests.test_report import GOLDEN
@@ -47,6 +49,16 @@ def test_a_refuted_configuration_is_never_the_best(rows):
     refuted = [line for line in ranking["lines"] if line["refuted"]]
     assert refuted and not any(line["best"] for line in refuted)
     assert len(_best(ranking)) == 1
+
+
+def test_a_configuration_without_a_proven_bound_is_never_the_best(rows):
+    """Marked so by privboard submit: its DP-SGD took shuffled batches, accounted as
+    Poisson. It keeps its place by its mean, with its mark; the next one is the best."""
+    top = rankings(rows)[0]["families"][0]["rankings"][0]["lines"][0]
+    marked = rows.assign(no_proven_bound=rows["cell"].map(slug) == top["page"])
+    lines = rankings(marked)[0]["families"][0]["rankings"][0]["lines"]
+    assert lines[0]["page"] == top["page"] and not lines[0]["best"] and lines[1]["best"]
+    assert lines[0]["unproven"] == SHUFFLED_BATCHES and not lines[1]["unproven"]
 
 
 def test_a_new_method_on_a_new_model_and_suite_takes_its_place(rows):

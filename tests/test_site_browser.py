@@ -1,12 +1,15 @@
 """The published site in a real headless browser (Debian's chromium, driven by
-playwright), built from the golden records: a table sorts when its header is clicked,
-the notion filter hides rows, links lead to a method page and a configuration page, and
-no page, opened from the file system or from a static web server, has a console error,
-a request outside the site, or a link to a file the site does not have."""
+playwright), built from the golden records and a third-party submission whose DP-SGD
+ran on shuffled batches: a table sorts when its header is clicked, the notion filter
+hides rows, links lead to a method page and a configuration page, the submission's row
+shows its mark without hovering and is never the best, and no page, opened from the file
+system or from a static web server, has a console error, a request outside the site, or
+a link to a file the site does not have."""
 from __future__ import annotations
 
 import functools
 import http.server
+import json
 import re
 import threading
 from pathlib import Path
@@ -15,7 +18,9 @@ from urllib.parse import unquote, urlsplit
 import pytest
 
 import reports
-from tests.leaderboard_inputs import catalogued
+from benchmarks import bundle
+from benchmarks.records import SAMPLING, SHUFFLED_BATCHES, RunRecord
+from tests.leaderboard_inputs import catalogued, rehashed
 
 GOLDEN = Path(__file__).parent / "golden"
 ROOT = Path(__file__).parent.parent
@@ -32,12 +37,41 @@ pytestmark = pytest.mark.skipif(
     reason=f"no {CHROMIUM}: `make test` installs Debian's chromium when run as root with apt")
 
 
+# A submitted method whose DP-SGD steps took shuffled batches: the golden DP-SGD run on
+# MNIST at epsilon 2, renamed and above it.
+SHUFFLED_METHOD = "tfp-shuffled-mlp"
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("browser")
     out = folder / "site"
-    reports.build(catalogued(GOLDEN / "records", folder / "records"), out)
+    reports.build(catalogued(GOLDEN / "records", folder / "records"), out,
+                  submission=shuffled_submission(folder / "bundle"))
     return out
+
+
+def shuffled_submission(folder: Path) -> bundle.Submission:
+    """A checked submission of one run whose steps took shuffled batches, as privboard
+    submit marks it."""
+    golden = json.loads((GOLDEN / "records" / "mnist-dpsgd-e2-s0.json").read_text())
+    record = rehashed({**golden, "method": SHUFFLED_METHOD, "suite": "submitted",
+                       "metrics": {"accuracy_pct": 99.0},
+                       "privacy": {**golden["privacy"], "details": {SAMPLING: SHUFFLED_BATCHES}}})
+    run = RunRecord.from_dict(record, folder / f"{record['cell_id']}.json")
+    manifest = {"method": SHUFFLED_METHOD, "command": "privboard submit",
+                "plugin": {"package": "privboard-shuffled", "version": "0.1.0",
+                           "entry_point": "tfp_shuffled"},
+                "accounting": bundle.shuffled_batches(["tensorflow-privacy"]),
+                "own_charges": ["DP-SGD (tensorflow-privacy)"], "checks": [],
+                "source": {"sha256": "sha256:0"}}
+    facts = {"paper": "a test submission", "version": 1, "tasks": ["image"],
+             "defaults": golden["hparams"], "notion": {
+                 key: golden["privacy"][key]
+                 for key in ("protects", "neighbours", "kind", "accountant")}}
+    return bundle.Submission(folder, manifest, [run], {
+        "written_at": "", "methods": {SHUFFLED_METHOD: facts}, "datasets": {},
+        "configurations": {run.config_id: ["submitted"]}})
 
 
 @pytest.fixture(scope="module")
@@ -212,6 +246,26 @@ def test_the_first_screen_ranks_the_methods_at_each_epsilon(browser, site):
     assert tabs[0] == "MNIST" and tabs[-1] == "Adult"
     visit.page.close()
     assert visit.problems == []
+
+
+def test_a_run_on_shuffled_batches_shows_its_mark_and_is_never_the_best(visit):
+    """The highest mean of its card, yet not the best; its mark is text on the page,
+    in the ranking and in the full table, not a tooltip."""
+    visit.open("index.html")
+    visit.page.locator('#ranking-picker button[data-family="full-dp"]').click()
+    card = visit.page.locator("div.card:visible").filter(has_text=SHUFFLED_METHOD)
+    rows = card.locator("tbody tr")
+    assert rows.count() >= 2 and SHUFFLED_METHOD in rows.first.inner_text()
+    assert "best" not in (rows.first.get_attribute("class") or "")
+    assert card.locator("tr.best").count() == 1
+    mark = rows.first.locator(".unproven")
+    assert mark.is_visible() and mark.inner_text() == SHUFFLED_BATCHES
+
+    visit.open("tables.html")
+    line = visit.page.locator("#table-mnist tbody tr").filter(has_text=SHUFFLED_METHOD)
+    assert line.locator(".unproven").is_visible()
+    assert line.locator(".third-party .warning").inner_text() == (
+        f"{SHUFFLED_BATCHES} (tensorflow-privacy)")
 
 
 PAGES = ["index.html", "tables.html", "how-to-read.html", "methods/lp-1st.html",

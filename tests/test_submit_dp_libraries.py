@@ -1,12 +1,17 @@
 """privboard submit watches the outside DP libraries a method trains with, with no change
 to its code: Opacus (examples/opacus-plugin and its variants in tests/plugins) and
-tensorflow-privacy's Keras optimizer (tests/plugins/tfp_plugin). What they ran composes
-against what the run charged, and Opacus' noise is tested against its noise multiplier.
+tensorflow-privacy's Keras optimizer (tests/plugins/tfp_plugin). What each noisy step ran
+(its batch, its noise, its clipping norm, whether its batch was a Poisson sample) is
+measured and composes against what the run charged; Opacus' noise is tested against the
+standard deviation it was drawn at; a noisy step the watch cannot see stops the
+submission; shuffled batches are labelled as accounted as Poisson, with no proven bound.
 The Opacus tests need the opacus extra and are skipped without it."""
 from __future__ import annotations
 
+import collections
 import importlib.util
 import json
+import math
 import re
 
 import numpy as np
@@ -14,14 +19,18 @@ import pytest
 
 from benchmarks import bundle, library_watch
 from benchmarks.cli import main
+from benchmarks.records import SHUFFLED_BATCHES
 from plugins.installed import HERE, OPACUS_EXAMPLE, example_metadata, installed, submit
 
 HAS_OPACUS = importlib.util.find_spec("opacus") is not None
 needs_opacus = pytest.mark.skipif(
     not HAS_OPACUS, reason="needs PyTorch and Opacus: pip install -e '.[opacus]'")
-OPACUS_METHODS = ["opacus-mlp", "opacus-quarter-mlp", "opacus-uncharged-mlp",
-                  "opacus-quarter-beyond-tiny-mlp"]
-TFP_METHODS = ["tfp-keras-mlp", "tfp-keras-quarter-mlp"]
+OPACUS_METHODS = ["opacus-mlp", "opacus-shuffled-mlp", "opacus-ghost-mlp", "opacus-quarter-mlp",
+                  "opacus-uncharged-mlp", "opacus-quarter-beyond-tiny-mlp",
+                  "opacus-ghost-adjusted-mlp", "opacus-other-loader-mlp",
+                  "opacus-accumulating-mlp", "opacus-quiet-subclass-mlp", "opacus-denoised-mlp"]
+TFP_METHODS = ["tfp-keras-mlp", "tfp-keras-quarter-mlp", "tfp-keras-noiseless-mlp",
+               "tfp-then-vectorized-mlp"]
 # A few steps of each method on digits at (1, 1e-5), one seed: a run and its audited twin.
 SUITE = """name = "tiny-dp-libraries"
 [[block]]
@@ -34,8 +43,11 @@ hparams = {{epochs = 2}}
 """
 # The issue's line: what ran, its epsilon at the run's delta, and the charge.
 SPENT = (r"{library} ran sigma ([\d.]+) \(clip 1\) for \d+ steps at q [\d.–]+"
-         r"(?: \(fixed-size batches, accounted as Poisson\))?: epsilon ([\d.]+) at delta "
-         r"1e-05, charged {charged}$")
+         r"(?: \(batches were shuffled, accounted as Poisson\))?: epsilon ([\d.]+|inf) at "
+         r"delta 1e-05, charged {charged}$")
+OBSERVED = {library: f"charged as observed ({library})" for library in library_watch.OF}
+SHUFFLED = {library: f"{SHUFFLED_BATCHES} ({library})" for library in library_watch.OF}
+UNWATCHED = "privboard: error: privboard submit cannot see every noisy step of this fit: "
 
 
 @pytest.fixture(scope="module")
@@ -73,24 +85,39 @@ def site_row(method: str, done, tmp_path, capsys) -> str:
     return row[:row.index("</tr>")]
 
 
-@pytest.mark.parametrize("method, library", [
-    pytest.param("opacus-mlp", library_watch.OPACUS, marks=needs_opacus),
-    ("tfp-keras-mlp", library_watch.TF_PRIVACY)])
-def test_an_honest_method_passes_and_is_shown_charged_as_observed(submitted, method,
-                                                                  library, tmp_path, capsys):
+@pytest.mark.parametrize("method, library, accounting", [
+    pytest.param("opacus-mlp", library_watch.OPACUS, OBSERVED, marks=needs_opacus),
+    pytest.param("opacus-ghost-mlp", library_watch.OPACUS, OBSERVED, marks=needs_opacus),
+    pytest.param("opacus-shuffled-mlp", library_watch.OPACUS, SHUFFLED, marks=needs_opacus),
+    ("tfp-keras-mlp", library_watch.TF_PRIVACY, SHUFFLED)])
+def test_an_honest_fit_passes_labelled_by_how_its_batches_were_drawn(submitted, method,
+                                                                     library, accounting):
+    """make_private's Poisson batches (hooks or ghost clipping) are charged as observed;
+    shuffled fixed-size batches (Opacus without Poisson sampling, Keras' fit) are
+    accounted as Poisson with no proven bound, in the bundle and in every record."""
     done = submitted(method)
     assert (done.code, done.failed) == (0, [])
     manifest = json.loads((done.bundle / bundle.MANIFEST).read_text())
-    assert manifest["accounting"] == f"charged as observed ({library})"
-    assert manifest["environment"]["watched DP libraries"][library].startswith(
-        library_watch.SUPPORTED[library][2] + ".")
+    assert manifest["accounting"] == accounting[library]
+    assert manifest["environment"]["watched DP libraries"][library] in \
+        library_watch.SUPPORTED[library][2]
     watched = [check for check in manifest["checks"]
                if check["check"] == "what the watched DP libraries ran is charged"]
     assert len(watched) == 2 and all(check["passed"] for check in watched)  # run and twin
     noise = [check for check in manifest["checks"] if "noise multiplier says" in check["check"]]
     assert len(noise) == (2 if library == library_watch.OPACUS else 0)  # Opacus exposes it
-    row = site_row(method, done, tmp_path, capsys)
-    assert f"charged as observed ({library})" in row and "self-accounted" not in row
+    marks = {record.privacy.details.get("sampling") for record in bundle.load(done.bundle).records}
+    assert marks == {SHUFFLED_BATCHES if accounting is SHUFFLED else None}
+
+
+@pytest.mark.parametrize("method, library, mark", [
+    pytest.param("opacus-mlp", library_watch.OPACUS, OBSERVED, marks=needs_opacus),
+    ("tfp-keras-mlp", library_watch.TF_PRIVACY, SHUFFLED)])
+def test_the_site_shows_the_label_beside_the_row(submitted, method, library, mark, tmp_path,
+                                                 capsys):
+    row = site_row(method, submitted(method), tmp_path, capsys)
+    assert mark[library] in row and "self-accounted" not in row
+    assert (SHUFFLED_BATCHES in row) == (mark is SHUFFLED)
 
 
 @pytest.mark.parametrize("method, library", [
@@ -146,15 +173,72 @@ def test_opacus_patched_to_add_less_noise_than_its_multiplier_is_flagged(
     assert found and float(found.group(2)) < 1e-3, flagged[0]
 
 
-def test_an_unsupported_release_stops_with_one_line(suite, tmp_path, monkeypatch, capsys):
-    versions = {"tensorflow-privacy": "0.8.12", "opacus": "1.6.0"}
+@pytest.mark.parametrize("method", [
+    pytest.param("opacus-other-loader-mlp", marks=needs_opacus),
+    pytest.param("opacus-accumulating-mlp", marks=needs_opacus)])
+def test_the_batch_that_ran_is_measured_not_the_one_make_private_was_given(submitted, method):
+    """Trained on another loader of larger batches (on the contract's 240 examples: the
+    whole set in each of 2 steps), or with four Poisson batches accumulated into each
+    noisy step over skipped steps: each step's rate is what it clipped, and it spends
+    more than the charge of one batch of 64 a step."""
+    done = submitted(method)
+    assert done.code == 1
+    [line] = [line for line in done.failed if "charges every step of the watched DP" in line]
+    assert "Opacus ran sigma " in line and " (clip 1) for 2 steps at q 1: epsilon " in line
+    assert float(re.search(SPENT.format(library="Opacus", charged="1"), line).group(2)) > 1.5
+
+
+def test_a_step_with_no_noise_costs_infinity(submitted):
+    """tensorflow-privacy's optimizer made at sigma, its state then set to draw noise of
+    standard deviation 0: the noise drawn is measured, not the query's word."""
+    done = submitted("tfp-keras-noiseless-mlp")
+    assert done.code == 1
+    assert any(line.endswith(
+        "tensorflow-privacy ran sigma 0 (clip 1) for 4 steps at q 0.267 (batches were "
+        "shuffled, accounted as Poisson): epsilon inf at delta 1e-05, charged 1")
+        for line in done.failed), done.failed
+    assert library_watch.Ran(collections.Counter({library_watch.Setting(
+        library_watch.OPACUS, 0.0, 1.0, 64, 64, 0.25): 1})).epsilon(1e-5)[0] == math.inf
+
+
+@pytest.mark.parametrize("method, unseen", [
+    pytest.param("opacus-ghost-adjusted-mlp", "Opacus' adaptive clipping (an adjusted noise "
+                 "multiplier on DPOptimizerFastGradientClipping) is not watched",
+                 marks=needs_opacus),
+    pytest.param("opacus-quiet-subclass-mlp",
+                 "QuietDPOptimizer replaces add_noise of Opacus' DPOptimizer",
+                 marks=needs_opacus),
+    pytest.param("opacus-denoised-mlp",
+                 "a hook changed the gradient that DPOptimizer noised before the step",
+                 marks=needs_opacus),
+    ("tfp-then-vectorized-mlp", "tensorflow-privacy's VectorizedDPKerasSGDOptimizer is not "
+                                "watched")])
+def test_a_noisy_step_the_watch_cannot_see_stops_the_submission_naming_its_class(
+        suite, method, unseen, tmp_path):
+    """Each would be charged as observed on the steps the watch did see: ghost clipping
+    at a quarter of the noise it charges, through the adjusted noise multiplier of
+    adaptive clipping; a subclass adding its own noise; a step hook taking the noise out
+    again; a second epoch with a vectorized optimizer at a quarter of the noise."""
+    done = submit(method, suite, tmp_path / "bundle")
+    last = done.err.splitlines()[-1]
+    assert done.code == 2 and last.startswith(UNWATCHED) and unseen in last, done.err
+    assert not (tmp_path / "bundle").exists()
+
+
+@pytest.mark.parametrize("versions, line", [
+    ({"tensorflow-privacy": "0.8.12", "opacus": "1.6.0"},
+     "tensorflow-privacy 0.8.12 is installed, but privboard submit watches tensorflow-privacy "
+     "0.9.0 only: install tensorflow-privacy==0.9.0 to submit"),
+    ({"tensorflow-privacy": "0.9.0", "opacus": "1.6.1"},
+     "Opacus 1.6.1 is installed, but privboard submit watches Opacus 1.6.0 only: install "
+     "opacus==1.6.0 to submit")])
+def test_an_unsupported_release_stops_with_one_line(suite, versions, line, tmp_path,
+                                                    monkeypatch, capsys):
     monkeypatch.setattr(library_watch.importlib.metadata, "version", versions.get)
+    monkeypatch.setattr(library_watch.importlib.util, "find_spec", lambda module: True)
     code = main(["submit", "--method", "tfp-keras-mlp", "--suite", str(suite), "--out",
                  str(tmp_path / "bundle")])
-    err = capsys.readouterr().err
-    assert code == 2 and err.splitlines() == [
-        "privboard: error: tensorflow-privacy 0.8.12 is installed, but privboard submit "
-        "watches tensorflow-privacy 0.9.x only: install tensorflow-privacy==0.9.* to submit"]
+    assert (code, capsys.readouterr().err.splitlines()) == (2, [f"privboard: error: {line}"])
     assert not (tmp_path / "bundle").exists()
 
 
@@ -194,5 +278,132 @@ def test_an_xla_compiled_dp_sequential_is_watched_step_by_step():
         model.compile(optimizer="sgd", loss=tf.keras.losses.SparseCategoricalCrossentropy(
             from_logits=True))
         model.fit(x.astype(np.float32), y, batch_size=20, epochs=2, verbose=0)
-    assert dict(ran.steps) == {library_watch.Setting(
-        library_watch.TF_PRIVACY, 1.3, 1.5, 20.0, None, False): 10}
+    [(setting, steps)] = ran.steps.items()
+    assert steps == 10 and setting == library_watch.Setting(
+        library_watch.TF_PRIVACY, pytest.approx(1.3), 1.5, 20.0, 20.0)
+
+
+def test_tensorflow_privacys_graph_mode_get_gradients_is_refused():
+    import tensorflow as tf
+    from tensorflow_privacy import DPKerasSGDOptimizer
+
+    weights = tf.Variable([1.0, 2.0])
+    optimizer = DPKerasSGDOptimizer(l2_norm_clip=1.0, noise_multiplier=1.0)
+    with pytest.raises(library_watch.Unwatched, match=re.escape(
+            "tensorflow-privacy's GenericDPSGDOptimizer.get_gradients (the graph-mode path) "
+            "is not watched")):
+        with library_watch.watch():
+            tf.function(lambda: optimizer.get_gradients(
+                tf.square(weights) * tf.constant([[1.0], [2.0]]), [weights]))()
+
+
+@needs_opacus
+@pytest.mark.parametrize("name, settings", [
+    ("DPPerLayerOptimizer", {"max_grad_norm": [1.0, 1.0]}),
+    ("DistributedPerLayerOptimizer", {"max_grad_norm": [1.0, 1.0]}),
+    ("DistributedDPOptimizer", {"max_grad_norm": 1.0}),
+    ("AdaClipDPOptimizer", {"max_grad_norm": 1.0, "target_unclipped_quantile": 0.5,
+                            "clipbound_learning_rate": 0.2, "max_clipbound": 10.0,
+                            "min_clipbound": 0.1, "unclipped_num_std": 10.0})])
+def test_opacus_optimizers_the_watch_does_not_see_are_refused_by_class(name, settings,
+                                                                       monkeypatch):
+    import torch
+    from opacus import optimizers
+    from opacus.optimizers import ddp_perlayeroptimizer
+
+    monkeypatch.setattr(torch.distributed, "get_rank", lambda: 0)  # a distributed run's
+    monkeypatch.setattr(torch.distributed, "get_world_size", lambda: 1)  # only process
+    cls = getattr(optimizers, name, None) or getattr(ddp_perlayeroptimizer, name)
+    layer = torch.nn.Linear(2, 1)
+    with pytest.raises(library_watch.Unwatched, match=f"Opacus' {name} is not watched"):
+        with library_watch.watch():
+            cls(torch.optim.SGD(layer.parameters(), lr=0.1), noise_multiplier=1.0,
+                expected_batch_size=4, **settings)
+
+
+@needs_opacus
+def test_a_subclass_that_replaces_nothing_is_watched_and_an_instance_that_does_is_not():
+    import torch
+    from opacus.optimizers import DPOptimizer
+
+    class Named(DPOptimizer):
+        """A subclass of its own name, and an __init__ of its own."""
+
+        def __init__(self, *args, quiet: bool = False, **kwargs):
+            if quiet:
+                self.add_noise = lambda: None
+            super().__init__(*args, **kwargs)
+
+    def made(quiet: bool) -> None:
+        Named(torch.optim.SGD(torch.nn.Linear(2, 1).parameters(), lr=0.1), quiet=quiet,
+              noise_multiplier=1.0, max_grad_norm=1.0, expected_batch_size=4)
+
+    with library_watch.watch():
+        made(quiet=False)
+    with pytest.raises(library_watch.Unwatched, match="an instance of Opacus' DPOptimizer has "
+                                                       "its add_noise replaced"):
+        with library_watch.watch():
+            made(quiet=True)
+
+
+def _noisy_step(ghost: bool = False):
+    """A private network, optimizer and loss of Opacus on 8 examples (ghost clipping's
+    with ``ghost``) and one of their batches."""
+    import torch
+    from opacus import PrivacyEngine
+    from torch.utils.data import DataLoader, TensorDataset
+
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(3, 2)
+    made = PrivacyEngine().make_private(
+        module=layer, optimizer=torch.optim.SGD(layer.parameters(), lr=0.1),
+        data_loader=DataLoader(TensorDataset(torch.randn(8, 3), torch.arange(8) % 2),
+                               batch_size=8), noise_multiplier=1.0, max_grad_norm=1.0,
+        poisson_sampling=False, **({"criterion": torch.nn.CrossEntropyLoss(),
+                                    "grad_sample_mode": "ghost"} if ghost else {}))
+    return made[0], made[1], made[2] if ghost else torch.nn.CrossEntropyLoss(), made[-1]
+
+
+@needs_opacus
+@pytest.mark.parametrize("change, unseen", [
+    ("step hook", "a hook changed the gradient that DPOptimizer noised before the step"),
+    ("pre-hook", "a step pre-hook of the optimizer that DPOptimizer wraps"),
+    ("plain loss", "DPOptimizerFastGradientClipping noised a gradient that its "
+                   "ghost-clipping loss did not clip")])
+def test_noise_added_or_a_gradient_changed_beside_opacus_is_refused(change, unseen):
+    """A step hook that adds noise of its own; a step pre-hook on the optimizer Opacus
+    wraps (it could take the noise out); ghost clipping's optimizer stepped on the
+    gradient of a plain loss, unclipped."""
+    import torch
+
+    def more_noise(*args) -> None:
+        for p in optimizer.params:
+            p.grad += torch.randn_like(p.grad)
+
+    library_watch.import_installed()  # as submit does: a library is watched once imported
+    with pytest.raises(library_watch.Unwatched, match=re.escape(unseen)):
+        with library_watch.watch():
+            model, optimizer, criterion, loader = _noisy_step(ghost=change == "plain loss")
+            if change == "step hook":
+                optimizer.attach_step_hook(more_noise)
+            elif change == "pre-hook":
+                optimizer.original_optimizer.register_step_pre_hook(more_noise)
+            for x, y in loader:
+                loss = criterion(model(x), y)
+                (loss.loss_per_sample.mean() if change == "plain loss" else loss).backward()
+                optimizer.step()
+
+
+def test_charges_for_more_steps_than_the_watch_saw_are_not_charged_as_observed():
+    """A fit whose own DP-SGD charges count steps that no watched library ran (noise
+    added by its own code beside Opacus) is self-accounted, not charged as observed."""
+    from benchmarks.privacy import Ledger, SampledGaussian, records
+    from benchmarks.submit import covered
+
+    ran = library_watch.Ran(collections.Counter({library_watch.Setting(
+        library_watch.OPACUS, 1.0, 1.0, 64, 64, 0.25): 8}))
+    ledger = Ledger()
+    ledger.charge("DP-SGD (Opacus)", records(), SampledGaussian(1.0, 0.25, 8))
+    assert covered(ledger, ["DP-SGD (Opacus)"], ran)
+    ledger.charge("DP-SGD (its own noise)", records(), SampledGaussian(1.0, 0.25, 8))
+    assert not covered(ledger, ["DP-SGD (Opacus)", "DP-SGD (its own noise)"], ran)

@@ -1,6 +1,8 @@
 """A method trained with tensorflow-privacy's Keras DP optimizer, registered by a package
-of its own (tests/plugins/installed.py puts it on the path): honest, and at a quarter of
-the noise multiplier it charges. It needs no PyTorch."""
+of its own (tests/plugins/installed.py puts it on the path): honest (on shuffled
+batches), at a quarter of the noise multiplier it charges, with the noise the optimizer
+draws set to 0, and with a second epoch by a vectorized optimizer that the watch does
+not see. It needs no PyTorch."""
 from __future__ import annotations
 
 from typing import Any, ClassVar
@@ -42,15 +44,22 @@ class KerasDPSGD(Method):
                                SampledGaussian(sigma, rate, steps))
         self.model = tf.keras.Sequential([tf.keras.layers.Dense(h["hidden"], "relu"),
                                           tf.keras.layers.Dense(num_classes)])
-        self.model.compile(
-            optimizer=DPKerasSGDOptimizer(l2_norm_clip=h["clip_norm"],
-                                          noise_multiplier=self.noise_share * sigma,
-                                          learning_rate=h["learning_rate"]),
-            loss=tf.keras.losses.SparseCategoricalCrossentropy(
-                from_logits=True, reduction=tf.keras.losses.Reduction.NONE))
-        self.model.fit(train.x.reshape(n, -1).astype(np.float32), train.y, batch_size=batch,
-                       epochs=h["epochs"], verbose=0)
+        self.train(train.x.reshape(n, -1).astype(np.float32), train.y, batch,
+                   DPKerasSGDOptimizer(l2_norm_clip=h["clip_norm"],
+                                       noise_multiplier=self.noise_share * sigma,
+                                       learning_rate=h["learning_rate"]))
         return self
+
+    def train(self, x: np.ndarray, y: np.ndarray, batch: int, optimizer: Any) -> None:
+        self.fit_with(optimizer, x, y, batch, self.hparams["epochs"])
+
+    def fit_with(self, optimizer: Any, x: np.ndarray, y: np.ndarray, batch: int,
+                 epochs: int) -> None:
+        import tensorflow as tf
+
+        self.model.compile(optimizer=optimizer, loss=tf.keras.losses.SparseCategoricalCrossentropy(
+            from_logits=True, reduction=tf.keras.losses.Reduction.NONE))
+        self.model.fit(x, y, batch_size=batch, epochs=epochs, verbose=0)
 
     def predict_proba(self, x: np.ndarray) -> np.ndarray:
         import tensorflow as tf
@@ -62,3 +71,33 @@ class KerasDPSGD(Method):
 class KerasDPSGDAtAQuarter(KerasDPSGD):
     name = "tfp-keras-quarter-mlp"
     noise_share = 0.25
+
+
+class KerasDPSGDNoiseless(KerasDPSGD):
+    """Its optimizer's state set to draw noise of standard deviation 0, while the query
+    it was made with still says sigma."""
+
+    name = "tfp-keras-noiseless-mlp"
+
+    def train(self, x: np.ndarray, y: np.ndarray, batch: int, optimizer: Any) -> None:
+        import tensorflow as tf
+
+        optimizer._global_state = optimizer._global_state._replace(stddev=tf.constant(0.0))
+        super().train(x, y, batch, optimizer)
+
+
+class KerasDPSGDThenVectorized(KerasDPSGD):
+    """Its first epoch with DPKerasSGDOptimizer, the others with tensorflow-privacy's
+    VectorizedDPKerasSGDOptimizer at a quarter of the noise multiplier it charges."""
+
+    name = "tfp-then-vectorized-mlp"
+    tiny_hparams: ClassVar[dict[str, Any]] = {"epochs": 2}
+
+    def train(self, x: np.ndarray, y: np.ndarray, batch: int, optimizer: Any) -> None:
+        from tensorflow_privacy import VectorizedDPKerasSGDOptimizer
+
+        self.fit_with(optimizer, x, y, batch, 1)
+        clip, std = optimizer._dp_sum_query._l2_norm_clip, optimizer._dp_sum_query._stddev
+        self.fit_with(VectorizedDPKerasSGDOptimizer(
+            l2_norm_clip=clip, noise_multiplier=std / clip / 4,
+            learning_rate=self.hparams["learning_rate"]), x, y, batch, self.hparams["epochs"] - 1)
