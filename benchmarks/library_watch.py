@@ -23,8 +23,12 @@ Each noisy step is measured as it runs, never read from an attribute a method se
   sensitivity; a step without noise costs infinity;
 - whether its batch was a Poisson sample: an Opacus step is one when the examples it
   clipped are exactly those Opacus' Poisson sampler drew since the last step, rated at
-  the sampler's draw probability times its draws (gradient accumulation) and times the
-  sampler's population over the training set's size when that is larger. Any other
+  the sampler's draw probability times the sampler's population over the training set's
+  size when that is larger. k draws accumulated into one noisy step (gradient
+  accumulation) hold an example up to k times: the step is accounted as one draw at rate
+  1 - (1 - q)^k whose sensitivity is k clipping norms, which bounds it (its output is a
+  mixture over the example's multiplicity, and Renyi divergence to a fixed law is convex
+  in the mixture and grows with the shift), where Opacus' own rate k q does not. Any other
   batch is a fixed-size one (a shuffle), rated at its size over N, N the smallest
   training set the fit was given, and accounted as if it were Poisson-sampled, as both
   libraries' accountants do: that is no proven bound (Chua et al., "How Private are
@@ -410,21 +414,26 @@ def _watch_opacus(ran: Ran, stack: contextlib.ExitStack) -> None:
             if not total.clips:
                 ran.refuse(f"{type(self).__name__} noised a sum that Opacus did not clip")
             clip = max(total.clips, default=0.0)
-            ran.step(Setting(OPACUS, std / clip if clip > 0 else math.inf, clip,
-                             total.examples, total.examples, poisson_rate(total.examples)))
+            rate, draws_summed = poisson_draws(total.examples)
+            sensitivity = draws_summed * clip
+            ran.step(Setting(OPACUS, std / sensitivity if clip > 0 else math.inf, sensitivity,
+                             total.examples, total.examples, rate))
             sums[self] = _Sum()
             draws.clear()
         return watched_add_noise
 
-    def poisson_rate(examples: int) -> float | None:
-        """The step's rate when its examples are those Opacus' Poisson sampler drew since
-        the last step, at one rate from one population; else None."""
+    def poisson_draws(examples: int) -> tuple[float | None, int]:
+        """(the step's rate, the draws summed into it) when its examples are those Opacus'
+        Poisson sampler drew since the last step, at one rate from one population (k
+        draws at rate q: one at 1 - (1 - q)^k, an example in it up to k times); else
+        (None, 1)."""
         if not draws or sum(size for size, _, _ in draws) != examples or \
                 len({(rate, population) for _, rate, population in draws}) != 1:
-            return None
+            return None, 1
         _, rate, population = draws[0]
         smallest = min(ran.train_sizes, default=population)
-        return min(1.0, len(draws) * rate * max(1.0, population / smallest))
+        once = min(1.0, rate * max(1.0, population / smallest))
+        return 1.0 - (1.0 - once) ** len(draws), len(draws)
 
     def before_step(optimizer, args, kwargs) -> None:
         """Before any optimizer steps: one that a watched DP optimizer wraps steps right
