@@ -21,8 +21,8 @@ A_PRIORI, PUBLIC, TEST, PRIVATE, UNDECLARED = (
     "a priori", "public data", "test split, uncharged", "private selection, charged",
     "undeclared")
 _TOML_KEYS = {"a_priori": A_PRIORI, "public": PUBLIC, "test": TEST}
-BADGES = {A_PRIORI: "a priori", PUBLIC: "tuned on public data", TEST: "test-tuned",
-          PRIVATE: "tuned privately", UNDECLARED: "origin not declared"}
+BADGES = {A_PRIORI: "a priori", PUBLIC: "public data", TEST: "test-tuned",
+          PRIVATE: "tuned privately", UNDECLARED: "not declared"}
 # A ranking names its best per track: the settings that never saw the test split (fixed
 # a priori, tuned on public data, or by a charged selection), and the others (tuned on
 # the test split uncharged, or not saying), which a user could not reproduce.
