@@ -239,9 +239,13 @@ class PrivatelyTuned(Method):
                                score_ledger.curve(inner_notion))
             return Candidate(model, point, context.ledger), spent, score
 
+        # K's own stream per method and epsilon: the suite's cells of one seed draw
+        # different numbers of candidates, so its time stays near its expectation.
+        number = self.ctx.rng(f"number of candidates: {self.name} at epsilon "
+                              f"{self.budget.epsilon:g}")
         self.selected = selection.select(
             self.ctx.ledger, Touches(field), self.search.law(), self.envelope(epsilon, len(part)),
-            self.ctx.rng("number of candidates"), candidate)
+            number, candidate)
         # K and the other candidates are not covered by the selection's epsilon.
         self.ctx.diagnose(selection=self.selected.private)
         observed_selected(self.ctx.ledger, self.selected.result.ledger, keep)
