@@ -66,34 +66,39 @@ def headline(rows: pd.DataFrame, suite: str = HEADLINE_SUITE) -> str:
 def best(rows: pd.DataFrame) -> str:
     """The generated text between the README's best-table markers: per dataset and
     privacy family of the suites run on one model, the best method at each epsilon of our
-    runs, with its mean ± std (n) and, in brackets, those within one standard deviation
-    of it. A method is named alone unless it has two lines in its family."""
+    runs in each track of settings, over those suites, with its mean ± std (n) and, in
+    brackets, those within one standard deviation of it. A method is named alone unless
+    it has two lines in its family."""
     from baselines import load_published
-    from reports.comparison import comparisons
+    from reports.comparison import TRACKS, comparisons
 
     found = comparisons(rows, load_published())
     epsilons = sorted({at["epsilon"] for compared in found for family in compared["families"]
                        for at in family["by_epsilon"]})
     header = ["dataset", "privacy"] + [f"ε = {format_epsilon(e)}" for e in epsilons]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    # (dataset, family) -> epsilon -> track -> the best text and its mean, over the suites
+    table: dict[tuple[str, str], dict[float, dict[str, tuple[float, str]]]] = {}
     for compared in found:
         for family in compared["families"]:
             methods = [line["method"] for line in family["lines"]]
             short = {line["name"]: line["method"] if methods.count(line["method"]) == 1
                      else line["name"] for line in family["lines"]}
-            at = {entry["epsilon"]: entry for entry in family["by_epsilon"]}
-            cells = [_best_cell(at.get(epsilon), short, compared["metric"])
-                     for epsilon in epsilons]
-            lines.append("| " + " | ".join([compared["dataset"], family["title"], *cells])
-                         + " |")
+            row = table.setdefault((compared["dataset"], family["title"]), {})
+            for at in family["by_epsilon"]:
+                tracks = row.setdefault(at["epsilon"], {})
+                for top in at["best"]:
+                    if top["name"] is not None and (
+                            top["track"] not in tracks
+                            or top["point"]["mean"] > tracks[top["track"]][0]):
+                        tracks[top["track"]] = (top["point"]["mean"],
+                                                _best_of_track(top, short, compared["metric"]))
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for (dataset, family), row in table.items():
+        cells = ["; ".join(row.get(epsilon, {})[track][1] for track in TRACKS
+                           if track in row.get(epsilon, {}))
+                 for epsilon in epsilons]
+        lines.append("| " + " | ".join([dataset, family, *cells]) + " |")
     return "\n".join(["", *lines, ""])
-
-
-def _best_cell(at: dict | None, short: dict[str, str], metric: str) -> str:
-    if at is None:
-        return ""
-    return "; ".join(_best_of_track(best, short, metric) for best in at["best"]
-                     if best["name"] is not None)
 
 
 def _best_of_track(best: dict, short: dict[str, str], metric: str) -> str:
