@@ -212,7 +212,8 @@ def new_record(cell: Cell, fingerprint: str, context: RunContext) -> RunRecord:
         delta=cell.delta, hparams=cell.hparams,
         privacy=Privacy(method_cls.notion_for(cell.budget, cell.hparams)),
         datasets_used=context.datasets_used, diagnostics=context.diagnostics,
-        kind="audit" if cell.audit else "run", started_at=now())
+        kind="audit" if cell.audit else "run",
+        audit_protocol=cell.audit_protocol if cell.audit else 1, started_at=now())
 
 
 def released_label_metrics(method, public_labels) -> dict[str, float]:

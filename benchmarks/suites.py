@@ -61,8 +61,13 @@ class Cell:
                                self.delta, self.hparams)
 
     @property
+    def audit_protocol(self) -> int:
+        """The protocol of the method's audited twin (benchmarks.contract.Method)."""
+        return get_method(self.method).audit_protocol
+
+    @property
     def cell_id(self) -> str:
-        return cell_identity(self.config_id, self.seed, self.audit)
+        return cell_identity(self.config_id, self.seed, self.audit, self.audit_protocol)
 
     def describe(self) -> str:
         return describe_cell(self.dataset, self.method, self.epsilon, self.delta, self.seed,

@@ -213,14 +213,16 @@ class DPSGDScatterNet(DPSGD):
         if h["norm"] == "group" and channels % h["groups"]:
             raise InputError(f"{self.name}: {channels} scattering channels do not split "
                              f"into {h['groups']} groups")
-        if h["norm"] == "data":
-            self._statistics = self._release_statistics(x)
+        self.release_statistics(x)
         return self._normalised(x)
 
-    def _release_statistics(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Each channel's mean and variance over the training set, from the noisy means
-        of every example's channel averages and channel averages of squares."""
+    def release_statistics(self, x: np.ndarray) -> None:
+        """With data normalisation, each channel's mean and variance over the training
+        set, from the noisy means of every example's channel averages and channel
+        averages of squares."""
         h = self.hparams
+        if h["norm"] != "data":
+            return
         rng = self.ctx.rng("normalisation statistics noise")
         released = []
         for what, values in (("channel means", x), ("channel means of squares", x * x)):
@@ -229,7 +231,7 @@ class DPSGDScatterNet(DPSGD):
                 noise_multiplier=h["norm_noise_multiplier"], rng=rng, what=what)
             released.append(mechanism.release(values.mean(axis=(1, 2))))
         mean, square = released
-        return mean, np.maximum(square - mean ** 2, 0.0)
+        self._statistics = mean, np.maximum(square - mean ** 2, 0.0)
 
     def _normalised(self, x: np.ndarray) -> np.ndarray:
         h = self.hparams
