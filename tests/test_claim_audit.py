@@ -211,11 +211,11 @@ def test_an_audit_reports_the_verdict_and_the_familys_boundary():
 
 
 def test_the_boundary_is_the_least_rejected_scale():
-    for true in (0.25, 0.4, 0.93, 1.0, 1.3, 3.99):
+    for true in (0.5, 0.6, 0.93, 1.0, 1.3, 3.99):
         found = noise_boundary(lambda scale: scale >= true)
         assert true <= found <= 1.01 * true
     assert noise_boundary(lambda scale: scale >= 5.0) is None
-    assert noise_boundary(lambda scale: True) == 0.25
+    assert noise_boundary(lambda scale: True) == 0.5
 
 
 def test_guesses_are_the_largest_evidence_with_its_sign():
@@ -229,7 +229,8 @@ def test_guesses_are_the_largest_evidence_with_its_sign():
 def test_a_sampled_gaussian_claim_is_its_pld_and_grows_with_the_noise():
     claimed = claim(sigma=1.2, rate=0.01, steps=200)
     assert claimed.accountant == PLD
-    assert claimed.epsilon() == pytest.approx(rdp.sampled_gaussian_pld_epsilon(1.2, 0.01, 200, DELTA))
+    pld = rdp.sampled_gaussian_pld_epsilon(1.2, 0.01, 200, DELTA)  # finer, as the ledger's
+    assert pld <= claimed.epsilon() <= 1.01 * pld
     assert claimed.epsilon() < rdp.sampled_gaussian_epsilon(1.2, 0.01, 200, DELTA)
     less, more = claimed.scaled(0.7).tradeoff(), claimed.scaled(1.4).tradeoff()
     for alpha in np.linspace(0.001, 0.999, 50):

@@ -48,6 +48,7 @@ MIN_CANARIES = 2
 # 1e-5); past 1e5 its 2 m delta term outgrows the gain.
 PHANTOMS = 500_000
 STEINKE_PHANTOMS, PHANTOM_GUESS_SHARE = 100_000, 0.01
+_CERTAIN = 1e300
 
 
 class BudgetExceeded(RuntimeError):
@@ -211,7 +212,8 @@ def phantom_audit(phantoms: PhantomCanaries, claim: ClaimedProfile, confidence: 
     for the strongest log-likelihood ratios above their median and "out" for the
     strongest below it."""
     tested = audit_claim(phantoms.llr, phantoms.coins, claim, confidence)
-    evidence = phantoms.llr[:STEINKE_PHANTOMS]
+    # Certain evidence (a release without noise: +-inf) as the largest finite values.
+    evidence = np.nan_to_num(phantoms.llr[:STEINKE_PHANTOMS], posinf=_CERTAIN, neginf=-_CERTAIN)
     bound = one_run_bound(evidence - np.median(evidence), phantoms.coins[:STEINKE_PHANTOMS],
                           claim.delta, confidence, shares=(PHANTOM_GUESS_SHARE,))
     return {"epsilon_lower_bound": bound.epsilon, "guesses": bound.guesses,
