@@ -179,6 +179,16 @@ def _check_settings(method: type, budget: Budget, overrides: dict[str, Any], whe
         raise SuiteError(f"{where}: {method.name}: {err}") from None
 
 
+def only_cells(suite: Suite, text: str) -> Suite:
+    """``--cells ID,ID,...``: the suite with only those of its cells."""
+    wanted = {part.strip() for part in text.split(",") if part.strip()}
+    unknown = sorted(wanted - {cell.cell_id for cell in suite.cells})
+    if not wanted or unknown:
+        raise SuiteError(f"--cells takes cell identities of suite {suite.name} separated by "
+                         f"commas; not of it: {', '.join(unknown) or repr(text)}")
+    return dataclasses.replace(suite, cells=tuple(c for c in suite.cells if c.cell_id in wanted))
+
+
 def parse_seeds(text: str) -> list[int]:
     """``--seeds 0,1,2``: distinct integers >= 0, in the order given."""
     parts = [part.strip() for part in text.split(",")]
