@@ -81,6 +81,21 @@ def test_features_are_computed_once_and_reused(tmp_path, monkeypatch):
     assert len(list(scatternet.cache_folder(tmp_path).glob("*.npz"))) == 2
 
 
+def test_a_set_that_extends_a_cached_one_computes_only_its_last_entries(tmp_path,
+                                                                          monkeypatch):
+    """An audited twin's training set is its cell's, then its canaries: the entries of
+    the cell's images are found, and the features are those of the whole set at once."""
+    calls = counting_scatter(monkeypatch)
+    monkeypatch.setattr(scatternet, "_CHUNK", 2)
+    x, canaries = images(5), images(2, seed=1)
+    cell = scatternet.features(x, data_dir=tmp_path)
+    assert calls == [2, 2, 1] and not cell.cached
+    twin = scatternet.features(np.concatenate([x, canaries]), data_dir=tmp_path)
+    assert calls == [2, 2, 1, 2, 1] and not twin.cached  # the last 3 images, in 2 entries
+    np.testing.assert_array_equal(twin.values, scatternet.scatter(np.concatenate([x, canaries])))
+    assert scatternet.features(x, data_dir=tmp_path).cached
+
+
 def test_a_fit_reuses_the_cached_features(tmp_path, monkeypatch):
     calls = counting_scatter(monkeypatch)
     train = Split(images(40, seed=2), np.arange(40) % 2)
