@@ -41,7 +41,7 @@ MIN_CANARIES = 2
 # Phantom canaries for the Gaussian releases. The test of the claimed curve reads all of
 # them. In simulations of the suites' releases, at 10^5 a release with 0.7 times its noise
 # passed it at one seed of two; an exact release at 0.7 times its noise is expected to be
-# rejected from 0.91 of the claim's noise down with 10^5 (epsilon 1, the best share of
+# rejected from 0.90 of the claim's noise down with 10^5 (epsilon 1, the best share of
 # guesses), from 0.86 with 5 x 10^5, and from 0.85 with 10^6, at twice the cost (a phantom
 # costs about 45 ns a step). The bound of Steinke et al., kept beside it as the archive's
 # earlier audits computed it, reads the first STEINKE_PHANTOMS with one share of guesses
