@@ -6,13 +6,14 @@ machine without TensorFlow, the datasets or the method code.
 One JSON file, ``catalogue.json``, in a results folder (written by every ``privboard
 run``) and in the archive (written by ``privboard archive``):
 
-- methods: per registered method, its paper, version, tasks, default hyperparameters
-  and the privacy notion it gives at a finite budget with those defaults;
+- methods: per registered method, its paper, version, audit protocol, tasks, default
+  hyperparameters and the privacy notion it gives at a finite budget with those defaults;
 - datasets: per registered dataset, its citation, where it comes from, its licence,
   fingerprint, task, classes, and its split sizes where it was installed;
 - configurations: the configuration identities of every cell of the built-in suites
   (and of the suite files run into that folder), each with its suites. A record of
-  any other configuration is superseded;
+  any other configuration is superseded, and so is an audited twin of an earlier audit
+  protocol than its method's;
 - chosen: per configuration, how its settings were chosen, as its suite declares it
   (benchmarks.settings_chosen); catalogues written before it lack this section.
 """
@@ -58,6 +59,7 @@ def current(suites: Iterable = ()) -> dict[str, Any]:
         "schema": SCHEMA, "written_at": dt.datetime.now(dt.timezone.utc).isoformat(
             timespec="seconds"),
         "methods": {name: {"paper": cls.paper, "version": cls.version,
+                           "audit_protocol": cls.audit_protocol,
                            "tasks": list(cls.tasks), "defaults": cls.defaults,
                            "notion": cls.default_notion().as_dict()}
                     for name, cls in all_methods().items()},

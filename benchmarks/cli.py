@@ -49,8 +49,11 @@ def _suite_flags(args: argparse.Namespace) -> str:
 
 def _run(args: argparse.Namespace) -> int:
     from benchmarks import datasets, runner
+    from benchmarks.suites import only_cells
 
     suite = _suite(args)
+    if args.cells is not None:
+        suite = only_cells(suite, args.cells)
     data_dir = args.data or datasets.data_dir()
     if args.dry_run:
         states = runner.plan(suite, args.results, data_dir)
@@ -213,6 +216,9 @@ def parser() -> argparse.ArgumentParser:
     with_results(run)
     with_data(run)
     run.add_argument("--retry-failed", action="store_true", help="run failed cells again")
+    run.add_argument("--cells", metavar="ID,ID,...",
+                     help="only these cells of the suite (their cell identities, as "
+                          "--dry-run lists them)")
     run.add_argument("--dry-run", action="store_true",
                      help="list the cells and their state, name missing datasets, run nothing")
     from benchmarks.executors import add_executor_arguments

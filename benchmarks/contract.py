@@ -81,6 +81,10 @@ class Method:
     paper: ClassVar[str]
     notion: ClassVar[PrivacyNotion]  # at a finite budget with the default settings
     version: ClassVar[int] = 1
+    # The protocol of its audited twin: raising it gives each twin a new cell (and shows
+    # the twins audited before as superseded) and leaves the configurations, their runs
+    # and their identities as they are.
+    audit_protocol: ClassVar[int] = 1
     tasks: ClassVar[tuple[str, ...]] = ("image",)
     needs_delta: ClassVar[bool] = False
     defaults: ClassVar[dict[str, Any]] = {}

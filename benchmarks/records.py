@@ -67,11 +67,16 @@ def config_identity(method: str, method_version: int, dataset: str, dataset_fing
                   "hparams": hparams, **({"search": search} if search else {})})
 
 
-def cell_identity(config_id: str, seed: int, audit: bool = False) -> str:
+def cell_identity(config_id: str, seed: int, audit: bool = False,
+                  audit_protocol: int = 1) -> str:
     """The configuration and the seed; an audited twin (trained with canaries) is a cell
-    of its own, linked to its configuration by config_id."""
+    of its own, linked to its configuration by config_id, and a twin of a later audit
+    protocol (the method's ``audit_protocol``) is another cell again."""
     identity = {"config_id": config_id, "seed": int(seed)}
-    return _hash({**identity, "audit": True} if audit else identity)
+    if not audit:
+        return _hash(identity)
+    protocol = {"audit_protocol": int(audit_protocol)} if audit_protocol > 1 else {}
+    return _hash({**identity, "audit": True, **protocol})
 
 
 def describe_cell(dataset: str, method: str, epsilon: float, delta: float, seed: int,
@@ -153,6 +158,9 @@ class RunRecord:
     search: dict[str, Any] = dataclasses.field(default_factory=dict)
     settings_chosen: dict[str, str] = dataclasses.field(default_factory=dict)
     audit: dict[str, Any] = dataclasses.field(default_factory=dict)
+    # The audit protocol of an audited twin, or of the twin a verification re-ran
+    # (benchmarks.contract.Method.audit_protocol); 1 in records from before protocols.
+    audit_protocol: int = 1
     verification: dict[str, Any] = dataclasses.field(default_factory=dict)
     diagnostics: dict[str, Any] = dataclasses.field(default_factory=dict)  # PRIVATE
     path: Path | None = None  # where it was read from; not stored
@@ -174,9 +182,14 @@ class RunRecord:
     def is_verification(self) -> bool:
         return self.kind == "verification"
 
+    @property
+    def audits(self) -> bool:
+        """An audited twin, or a re-run of one."""
+        return self.is_audit or bool(self.verification.get("audit"))
+
     def describe(self) -> str:
         return describe_cell(self.dataset, self.method, self.epsilon, self.delta, self.seed,
-                             self.is_audit or bool(self.verification.get("audit")))
+                             self.audits)
 
     @property
     def expected_config_id(self) -> str:
@@ -190,7 +203,8 @@ class RunRecord:
         """The cell identity this record's contents hash to."""
         if self.is_verification:
             return verification_identity(self.verification.get("cell_id", ""), self.started_at)
-        return cell_identity(self.expected_config_id, self.seed, self.is_audit)
+        return cell_identity(self.expected_config_id, self.seed, self.is_audit,
+                             self.audit_protocol)
 
     def public_dict(self) -> dict[str, Any]:
         """The record as published: everything but the private diagnostics."""
@@ -208,6 +222,8 @@ class RunRecord:
             "kind": self.kind, **({"search": self.search} if self.search else {}),
             **({"settings_chosen": self.settings_chosen} if self.settings_chosen else {}),
             **({"audit": self.audit} if self.audit else {}),
+            **({"audit_protocol": self.audit_protocol}
+               if self.audits and self.audit_protocol > 1 else {}),
             **({"verification": self.verification} if self.verification else {}),
         }
 
@@ -276,6 +292,7 @@ class RunRecord:
             kind=kind, search=dict(data.get("search") or {}),
             settings_chosen=dict(data.get("settings_chosen") or {}),
             audit=dict(data.get("audit") or {}),
+            audit_protocol=int(data.get("audit_protocol", 1)),
             verification=dict(data.get("verification") or {}),
             diagnostics=dict(data.get("diagnostics") or {}), path=path)
         record.check_identity(where)
@@ -290,7 +307,7 @@ class RunRecord:
                               f"method, version, dataset, fingerprint, budget and "
                               f"hyperparameters hash to {config}")
         if self.is_verification and self.verification.get("cell_id") != cell_identity(
-                config, self.seed, bool(self.verification.get("audit"))):
+                config, self.seed, bool(self.verification.get("audit")), self.audit_protocol):
             raise RecordError(f"{where}: verifies cell {self.verification.get('cell_id')!r}, "
                               f"which is not its configuration's seed {self.seed}")
         if self.cell_id != self.expected_cell_id:

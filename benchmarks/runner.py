@@ -223,7 +223,8 @@ def new_record(cell: Cell, fingerprint: str, context: RunContext) -> RunRecord:
         search=cell.search.as_dict() if cell.search else {},
         settings_chosen=cell.chosen.as_dict(),
         datasets_used=context.datasets_used, diagnostics=context.diagnostics,
-        kind="audit" if cell.audit else "run", started_at=now())
+        kind="audit" if cell.audit else "run",
+        audit_protocol=cell.audit_protocol if cell.audit else 1, started_at=now())
 
 
 def released_label_metrics(method, public_labels) -> dict[str, float]:

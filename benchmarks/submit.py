@@ -267,8 +267,9 @@ def composition_line(record: RunRecord, ledger: Ledger) -> str:
 
 
 def audit_checks(audit: dict[str, Any], scope: str) -> list[Check]:
-    """Each audited bound against the claim, and each noise check of the audit; any other
-    reason the audit flags the claim fails one more check."""
+    """Each audited bound against the claim, the test of a Gaussian release's claimed
+    curve, and each noise check of the audit; any other reason the audit flags the claim
+    fails one more check."""
     claim, confidence = audit["claimed_epsilon"], audit["confidence"]
     bounds = [("from the model", audit["epsilon_lower_bound"])]
     if audit.get("release"):
@@ -277,6 +278,12 @@ def audit_checks(audit: dict[str, Any], scope: str) -> list[Check]:
                     f"audited ε ≥ {bound:.3g} at {100 * confidence:.4g}% ({where}) "
                     f"exceeds the claim {claim:g}" if bound > claim else "")
               for where, bound in bounds]
+    tested = (audit.get("release") or {}).get("claim_test")
+    if tested:
+        checks.append(Check("the claimed curve is not rejected at the release", scope,
+                            f"the claimed curve ({tested['claim']}) is rejected at "
+                            f"{100 * tested['confidence']:.4g}% on {tested['canaries']} "
+                            f"phantom canaries" if tested["rejected"] else ""))
     checks += [Check(f"the noise of {noise['mechanism']} is as charged", scope,
                      f"the noise of {noise['mechanism']} is below its charge "
                      f"({noise['claim']}): {noise['measured']}, p = {noise['p_value']:.3g}"

@@ -77,8 +77,13 @@ class Cell:
                                None if self.search is None else self.search.as_dict())
 
     @property
+    def audit_protocol(self) -> int:
+        """The protocol of the method's audited twin (benchmarks.contract.Method)."""
+        return get_method(self.method).audit_protocol
+
+    @property
     def cell_id(self) -> str:
-        return cell_identity(self.config_id, self.seed, self.audit)
+        return cell_identity(self.config_id, self.seed, self.audit, self.audit_protocol)
 
     def describe(self) -> str:
         return describe_cell(self.dataset, self.method, self.epsilon, self.delta, self.seed,
@@ -209,6 +214,16 @@ def _check_settings(method: type, budget: Budget, overrides: dict[str, Any], whe
             check_tunable(method, budget, overrides, search, where)
     except ValueError as err:
         raise SuiteError(f"{where}: {method.name}: {err}") from None
+
+
+def only_cells(suite: Suite, text: str) -> Suite:
+    """``--cells ID,ID,...``: the suite with only those of its cells."""
+    wanted = {part.strip() for part in text.split(",") if part.strip()}
+    unknown = sorted(wanted - {cell.cell_id for cell in suite.cells})
+    if not wanted or unknown:
+        raise SuiteError(f"--cells takes cell identities of suite {suite.name} separated by "
+                         f"commas; not of it: {', '.join(unknown) or repr(text)}")
+    return dataclasses.replace(suite, cells=tuple(c for c in suite.cells if c.cell_id in wanted))
 
 
 def parse_seeds(text: str) -> list[int]:

@@ -64,10 +64,15 @@ def rerun(record: RunRecord, data_dir: Path | None) -> RunRecord:
     from benchmarks.suites import Cell
     from benchmarks.tuning import Search
 
-    version = get_method(record.method).version
-    if version != record.method_version:
-        raise InputError(f"{record.method} is at version {version} here and the record at "
-                         f"{record.method_version}: that version's code is not here to re-run")
+    method = get_method(record.method)
+    if method.version != record.method_version:
+        raise InputError(f"{record.method} is at version {method.version} here and the record "
+                         f"at {record.method_version}: that version's code is not here to "
+                         f"re-run")
+    if record.is_audit and method.audit_protocol != record.audit_protocol:
+        raise InputError(f"{record.method}'s audited twins follow audit protocol "
+                         f"{method.audit_protocol} here and the record protocol "
+                         f"{record.audit_protocol}: that protocol's code is not here to re-run")
     cell = Cell(record.suite, record.dataset, record.method, record.epsilon, record.delta,
                 record.seed, record.hparams, audit=record.is_audit,
                 search=Search.from_dict(record.search) if record.search else None,

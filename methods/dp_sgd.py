@@ -40,6 +40,9 @@ class NoisyGradientMethod(Method):
     clip norms (1 under add/remove)."""
 
     gradient_sensitivity: ClassVar[float] = 1.0
+    # 2: every Gaussian release also tests its claimed trade-off curve on 500,000
+    # phantom canaries (benchmarks.audit.claim_audit).
+    audit_protocol: ClassVar[int] = 2
 
     @classmethod
     def skip_reason(cls, task: str, budget: Budget,
@@ -70,6 +73,10 @@ class NoisyGradientMethod(Method):
         """The RDP curve of what a fit releases of its records besides DP-SGD's sums
         (None: nothing)."""
         return None
+
+    def release_statistics(self, x: np.ndarray) -> None:
+        """The releases of the training inputs ``x`` that a fit makes besides the noisy
+        steps, charged to the ledger (none here; a data normalisation's statistics)."""
 
 
 class DPSGD(NoisyGradientMethod):

@@ -5,9 +5,11 @@ numpy front end), normalised, then a linear classifier trained with the project'
 (methods.dp_sgd: the same calibration, Poisson sampling, clipping and noisy sum).
 
 The transform reads no data, so its features are computed once per set of images and
-cached in <data_dir>/cache/scatternet/<key>.npz (built under a lock, so that two
-processes never compute one entry at once: the second waits and loads it; written
-atomically, checked against a stored digest on every read).
+cached in <data_dir>/cache/scatternet/<key>.npz, 4,096 images an entry, so that an
+audited twin's training set (the cell's, then its canaries) computes only its last
+entries (each built under a lock, so that two processes never compute one entry at
+once: the second waits and loads it; written atomically, checked against a stored
+digest on every read).
 
 The normalisations of the paper, per channel of the 81 (per colour) scattering channels:
 - "group": group normalisation of each example alone (the paper's Fashion-MNIST setting,
@@ -53,8 +55,11 @@ PAPER = ("Tramer & Boneh, Differentially Private Learning Needs Better Features 
 SCALES, ANGLES = 2, 8  # J and L of the paper's ScatterNet
 NORMS = ("data", "group", "none")
 # Part of every cache key: raise it whenever the features or the stored format change.
-FEATURES_VERSION = 1
+FEATURES_VERSION = 2
 _BATCH = 1024  # images per call of the transform
+# Images per cache entry, a whole number of calls: a set that extends another (a training
+# set with an audit's canaries after it) finds all but its last entries cached.
+_CHUNK = 4 * _BATCH
 
 
 # --- the features and their cache ----------------------------------------------------
@@ -112,8 +117,16 @@ def _read(path: Path, key: str) -> Features | None:
 
 def features(images: np.ndarray, *, data_dir: Path | str,
              progress: Callable[[str], None] = lambda message: None) -> Features:
-    """The scattering features of ``images``, from the cache when it holds an intact
-    entry, else computed and cached."""
+    """The scattering features of ``images``, each _CHUNK of them from the cache when it
+    holds an intact entry, else computed and cached."""
+    parts = [_chunk_features(images[start:start + _CHUNK], data_dir, progress)
+             for start in range(0, len(images), _CHUNK)]
+    return Features(np.concatenate([part.values for part in parts]),
+                    sum(part.seconds for part in parts), all(part.cached for part in parts))
+
+
+def _chunk_features(images: np.ndarray, data_dir: Path | str,
+                    progress: Callable[[str], None]) -> Features:
     key = _cache_key(images)
     path = cache_folder(data_dir) / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.npz"
     with building(path):  # cells side by side compute the same features once
@@ -208,14 +221,16 @@ class DPSGDScatterNet(DPSGD):
         if h["norm"] == "group" and channels % h["groups"]:
             raise InputError(f"{self.name}: {channels} scattering channels do not split "
                              f"into {h['groups']} groups")
-        if h["norm"] == "data":
-            self._statistics = self._release_statistics(x)
+        self.release_statistics(x)
         return self._normalised(x)
 
-    def _release_statistics(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Each channel's mean and variance over the training set, from the noisy means
-        of every example's channel averages and channel averages of squares."""
+    def release_statistics(self, x: np.ndarray) -> None:
+        """With data normalisation, each channel's mean and variance over the training
+        set, from the noisy means of every example's channel averages and channel
+        averages of squares."""
         h = self.hparams
+        if h["norm"] != "data":
+            return
         rng = self.ctx.rng("normalisation statistics noise")
         released = []
         for what, values in (("channel means", x), ("channel means of squares", x * x)):
@@ -224,7 +239,7 @@ class DPSGDScatterNet(DPSGD):
                 noise_multiplier=h["norm_noise_multiplier"], rng=rng, what=what)
             released.append(mechanism.release(values.mean(axis=(1, 2))))
         mean, square = released
-        return mean, np.maximum(square - mean ** 2, 0.0)
+        self._statistics = mean, np.maximum(square - mean ** 2, 0.0)
 
     def _normalised(self, x: np.ndarray) -> np.ndarray:
         h = self.hparams

@@ -106,9 +106,11 @@ def _leaderboard(results: Path | None, tolerance: float, current_configs: set[st
     if current_configs is None and catalogue["configurations"]:
         current_configs = set(catalogue["configurations"])
     defaults_of = {name: facts["defaults"] for name, facts in catalogue["methods"].items()}
+    protocols = {name: facts.get("audit_protocol", 1)
+                 for name, facts in catalogue["methods"].items()}
     records = load_records(results, metric_by_dataset(published), current_configs,
                            archived, defaults_of,
-                           submission.records if submission is not None else (),
+                           submission.records if submission is not None else (), protocols,
                            catalogue["chosen"])
     superseded = records[records["superseded"]]
     shown = records if show_superseded else records[~records["superseded"]]

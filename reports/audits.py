@@ -1,8 +1,11 @@
 """Audited epsilons beside the claimed ones: each configuration's audited twin (trained
 once with canaries, benchmarks.audit.training) gives two 95% lower bounds: at the release
 (what the privacy layer's mechanisms released for the canaries) and from the model (its
-predictions on them). A configuration is flagged when either exceeds its claim. Audits
-never count towards the accuracy columns; they add columns."""
+predictions on them). A Gaussian release's twin also tests its claimed trade-off curve
+(benchmarks.audit.claim_audit): the verdict, and the empirical epsilon of the claim's
+family at the run's delta. A configuration is flagged when either bound exceeds its
+claim, the claimed curve is rejected, or a noise check fails. Audits never count towards
+the accuracy columns; they add columns."""
 from __future__ import annotations
 
 import pandas as pd
@@ -10,7 +13,9 @@ import pandas as pd
 AUDIT_COLUMNS = ["audited_epsilon", "audit_ceiling", "audit_flagged", "audit_canaries",
                  "audit_guesses", "audit_correct", "release_epsilon", "release_ceiling",
                  "release_guesses", "release_correct", "release_where", "release_canaries",
-                 "release_observed", "noise_checked", "noise_failed", "audit_seconds",
+                 "release_observed", "claim_rejected", "claim_epsilon", "empirical_epsilon",
+                 "claim_canaries", "claim_guesses", "claim_correct", "claim_confidence",
+                 "claim_text", "noise_checked", "noise_failed", "audit_seconds",
                  "audit_overhead"]
 
 
@@ -65,9 +70,22 @@ def _release(audit: dict) -> dict:
     if release is None:
         return {}
     # Audits recorded before the release audit of DP-SGD observed labels of the canaries.
-    return {"release_epsilon": release["epsilon_lower_bound"],
+    return {**_claim_test(release.get("claim_test")),
+            "release_epsilon": release["epsilon_lower_bound"],
             "release_ceiling": release["ceiling"], "release_guesses": release["guesses"],
             "release_correct": release["correct"], "release_where": ", ".join(release["where"]),
             "release_canaries": release.get("canaries", audit["canaries"]),
             "release_observed": release.get("observed",
                                             "the label each canary was released with")}
+
+
+def _claim_test(tested: dict | None) -> dict:
+    """The test of a Gaussian release's claimed curve, if its twin ran one."""
+    if tested is None:
+        return {}
+    return {"claim_rejected": tested["rejected"], "claim_epsilon": tested["claimed_epsilon"],
+            "empirical_epsilon": tested["empirical_epsilon"],
+            "claim_canaries": tested["canaries"],
+            "claim_guesses": ", ".join(map(str, tested["guesses"])),
+            "claim_correct": ", ".join(map(str, tested["correct"])),
+            "claim_confidence": tested["confidence"], "claim_text": tested["claim"]}

@@ -82,11 +82,20 @@ def _line(entries: pd.DataFrame, papers: pd.DataFrame) -> dict:
                        if part and MODEL_NAMES.get(part, part) != first["model"])
     name = first["method"] + (f" · {detail}" if detail else "")
     points = [point(row) for row in entries.sort_values("epsilon").itertuples(index=False)]
-    audits = [f"ε ≥ {point['audit']['strongest']:.2f} "
-              f"at claim {format_epsilon(point['epsilon'])}" for point in points if point["audit"]]
+    audits = [audit_words(point["audit"], point["epsilon"]) for point in points if point["audit"]]
     return {"name": name, "method": first["method"], "model": first["model"],
             "points": points, "audits": audits,
             "paper": _paper_cells(papers, first["method"], first["model"], first["variant"])}
+
+
+def audit_words(audit: dict, epsilon: float) -> str:
+    """An audit in a few words: a tested claim's empirical epsilon and verdict, else the
+    strongest lower bound."""
+    claim = f"at claim {format_epsilon(epsilon)}"
+    if audit["claim"]:
+        verdict = "rejected" if audit["claim"]["rejected"] else "not rejected"
+        return f"empirical ε {audit['claim']['empirical']:.2f} {claim} ({verdict})"
+    return f"ε ≥ {audit['strongest']:.2f} {claim}"
 
 
 def _paper_cells(papers: pd.DataFrame, method: str, model: str, variant: str) -> list[dict]:

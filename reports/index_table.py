@@ -83,14 +83,22 @@ def table_line(row) -> dict:
 
 
 def audit_of(row) -> dict | None:
-    """The audited epsilon of a row's configuration (reports.audits), or None."""
+    """The audit of a row's configuration (reports.audits), or None: its lower bounds,
+    and for a Gaussian release the test of its claimed curve (``claim``), whose
+    empirical epsilon is then the audit's ``shown`` number, else the strongest bound."""
     if pd.isna(row.audited_epsilon):
         return None
+    claim = None if pd.isna(row.claim_rejected) else {
+        "rejected": bool(row.claim_rejected), "empirical": float(row.empirical_epsilon),
+        "claimed": float(row.claim_epsilon), "canaries": int(row.claim_canaries),
+        "guesses": row.claim_guesses, "correct": row.claim_correct,
+        "confidence": float(row.claim_confidence), "text": row.claim_text}
     release = None if pd.isna(row.release_epsilon) else {
         "bound": float(row.release_epsilon), "ceiling": float(row.release_ceiling),
         "guesses": int(row.release_guesses), "correct": int(row.release_correct),
         "where": row.release_where, "canaries": int(row.release_canaries),
         "observed": row.release_observed, "flagged": float(row.release_epsilon) > row.epsilon}
+    strongest = max(float(row.audited_epsilon), release["bound"] if release else 0.0)
     return {"bound": float(row.audited_epsilon), "ceiling": float(row.audit_ceiling),
             "flagged": bool(row.audit_flagged),
             "model_flagged": float(row.audited_epsilon) > row.epsilon,
@@ -100,8 +108,8 @@ def audit_of(row) -> dict | None:
             "noise": None if pd.isna(row.noise_checked) else {
                 "checked": row.noise_checked,
                 "failed": "" if pd.isna(row.noise_failed) else row.noise_failed},
-            "strongest": max(float(row.audited_epsilon),
-                             release["bound"] if release else 0.0),
+            "strongest": strongest, "claim": claim,
+            "shown": claim["empirical"] if claim else strongest,
             "overhead": None if pd.isna(row.audit_overhead) else float(row.audit_overhead)}
 
 

@@ -3,7 +3,8 @@
 The records are those of the archive (our committed results) and of a local results
 folder. A cell recorded in both counts once: the archived record, marked as found in
 both. Each row carries its configuration identity; a record whose configuration is in no
-current suite is marked superseded (its settings or method version have changed since).
+current suite is marked superseded (its settings or method version have changed since),
+and so is an audited twin of an earlier audit protocol than its method's now.
 """
 from __future__ import annotations
 
@@ -39,23 +40,26 @@ def load_records(results: Path | None, metric_of: Mapping[str, str],
                  archived: list[RunRecord] = (),
                  defaults_of: Mapping[str, dict] | None = None,
                  submitted: list[RunRecord] = (),
+                 audit_protocol_of: Mapping[str, int] | None = None,
                  chosen_of: Mapping[str, dict] | None = None) -> pd.DataFrame:
     """One row per record of the archive (``archived``), of ``results`` (if not None)
     and of a checked submission (``submitted``: third-party); ``value`` is the dataset's
     headline metric (NaN if failed or not a run).
     With ``current_configs``, records of any other configuration are superseded.
     ``defaults_of`` (the catalogue's method defaults) names the model of a record whose
-    settings left it at the method's default; ``chosen_of`` (the catalogue's
-    declarations) says how a configuration's settings were chosen, where its records,
-    made before they carried it, do not."""
+    settings left it at the method's default. ``audit_protocol_of`` (the catalogue's
+    methods' audit protocols) supersedes the audited twins of earlier protocols;
+    ``chosen_of`` (the catalogue's declarations) says how a configuration's settings were
+    chosen, where its records, made before they carried it, do not."""
     local = list(_whole_records(results)) if results is not None else []
     here = {record.cell_id for record in local}
     kept = {record.cell_id for record in archived}
     found = [(record, BOTH if record.cell_id in here else ARCHIVED) for record in archived]
     found += [(record, LOCAL) for record in local if record.cell_id not in kept]
     found += [(record, THIRD_PARTY) for record in submitted]
-    rows = [_flatten(record, metric_of, current_configs, defaults_of or {}, chosen_of or {},
-                     source) for record, source in found]
+    rows = [_flatten(record, metric_of, current_configs, defaults_of or {},
+                     audit_protocol_of or {}, chosen_of or {}, source)
+            for record, source in found]
     records = pd.DataFrame(rows, columns=list(RECORD_COLUMNS))
     return records.astype({"epsilon": float, "delta": float, "spent_epsilon": float,
                            "value": float, "superseded": bool, "audit": bool,
@@ -75,7 +79,8 @@ def _whole_records(results: Path) -> Iterator[RunRecord]:
 
 def _flatten(record: RunRecord, metric_of: Mapping[str, str],
              current_configs: set[str] | None, defaults_of: Mapping[str, dict],
-             chosen_of: Mapping[str, dict], source: str) -> dict:
+             audit_protocol_of: Mapping[str, int], chosen_of: Mapping[str, dict],
+             source: str) -> dict:
     metric = metric_of.get(record.dataset, DEFAULT_METRIC)
     value = math.nan
     if record.ok and record.kind == "run":  # audits and re-runs count elsewhere
@@ -93,7 +98,8 @@ def _flatten(record: RunRecord, metric_of: Mapping[str, str],
             "spent_epsilon": math.nan if spent is None else spent,
             "metric": metric, "value": value, **{f: notion[f] for f in NOTION_FIELDS},
             "chosen": chosen.how, "chosen_detail": chosen.detail,
-            "superseded": current_configs is not None and record.config_id not in current_configs,
+            "superseded": (current_configs is not None and record.config_id not in current_configs)
+            or (record.audits and record.audit_protocol < audit_protocol_of.get(record.method, 1)),
             "audit": record.is_audit, "record_kind": record.kind, "source": source,
             "wall_time_s": record.wall_time_s, "no_proven_bound": record.no_proven_bound,
             "record": record}

@@ -98,10 +98,13 @@ def _label(source: str, method: str, variant: str, suite: str, model: str = "") 
 
 
 def _audited(line: pd.DataFrame) -> str:
-    """A line's audited epsilons, the strongest per budget, for its legend entry."""
+    """A line's audits per budget, for its legend entry: a tested claim's empirical
+    epsilon (≈), else the strongest lower bound (≥)."""
     bounds = line[["audited_epsilon", "release_epsilon"]].max(axis=1)
-    audited = [f"ε≥{bound:.2f} at {format_epsilon(epsilon)}"
-               for epsilon, bound in zip(line["epsilon"], bounds) if pd.notna(bound)]
+    audited = [f"ε≈{tested:.2f} at {format_epsilon(epsilon)}" if pd.notna(tested)
+               else f"ε≥{bound:.2f} at {format_epsilon(epsilon)}"
+               for epsilon, bound, tested in zip(line["epsilon"], bounds,
+                                                 line["empirical_epsilon"]) if pd.notna(bound)]
     return textwrap.fill("; audited " + ", ".join(audited), 48,
                          subsequent_indent="  ") if audited else ""
 

@@ -19,7 +19,8 @@ def rehashed(record: dict) -> dict:
                              decode_epsilon(record["epsilon"]), float(record["delta"]),
                              record.get("hparams") or {}, record.get("search") or None)
     return {**record, "config_id": config,
-            "cell_id": cell_identity(config, record["seed"], record.get("kind") == "audit")}
+            "cell_id": cell_identity(config, record["seed"], record.get("kind") == "audit",
+                                     record.get("audit_protocol", 1))}
 
 
 @functools.lru_cache(maxsize=None)

@@ -34,6 +34,7 @@ def test_help_lists_every_command():
      "does not exist"),
     (["audit", "mechanism", "rr-with-priors", "--epsilon", "1"], "did you mean"),
     (["audit", "mechanism", "rr-with-prior", "--epsilon", "nan"], "epsilon"),
+    (["run", "--suite", "smoke", "--cells", "0123456789abcdef0123"], "--cells takes cell"),
 ])
 def test_bad_input_is_one_line_and_exit_code_2_everywhere(argv, message, capsys):
     assert main(argv) == 2

@@ -13,7 +13,7 @@ from scipy import stats
 
 from benchmarks.contract import Budget, Split
 from benchmarks.context import RunContext
-from benchmarks.privacy import Ledger, SampledGaussian, dp_sgd, rdp
+from benchmarks.privacy import Ledger, SampledGaussian, dp_sgd, noisy_clipped_mean, rdp
 from benchmarks.privacy.noisy_clipped_mean import NoisyClippedMean, rdp_curve
 from methods import dp_sgd_scatternet as scatternet
 from methods.dp_sgd_scatternet import DPSGDScatterNet
@@ -79,6 +79,21 @@ def test_features_are_computed_once_and_reused(tmp_path, monkeypatch):
     other = scatternet.features(images(3, seed=1), data_dir=tmp_path)
     assert calls == [3, 3] and not other.cached  # other images, another entry
     assert len(list(scatternet.cache_folder(tmp_path).glob("*.npz"))) == 2
+
+
+def test_a_set_that_extends_a_cached_one_computes_only_its_last_entries(tmp_path,
+                                                                          monkeypatch):
+    """An audited twin's training set is its cell's, then its canaries: the entries of
+    the cell's images are found, and the features are those of the whole set at once."""
+    calls = counting_scatter(monkeypatch)
+    monkeypatch.setattr(scatternet, "_CHUNK", 2)
+    x, canaries = images(5), images(2, seed=1)
+    cell = scatternet.features(x, data_dir=tmp_path)
+    assert calls == [2, 2, 1] and not cell.cached
+    twin = scatternet.features(np.concatenate([x, canaries]), data_dir=tmp_path)
+    assert calls == [2, 2, 1, 2, 1] and not twin.cached  # the last 3 images, in 2 entries
+    np.testing.assert_array_equal(twin.values, scatternet.scatter(np.concatenate([x, canaries])))
+    assert scatternet.features(x, data_dir=tmp_path).cached
 
 
 def test_a_fit_reuses_the_cached_features(tmp_path, monkeypatch):
@@ -306,40 +321,66 @@ def suite_cell(dataset, epsilon):
 
 
 @pytest.mark.parametrize("dataset", ["mnist", "fashion-mnist"])
-def test_the_release_audit_reads_the_calibration_after_the_statistics(dataset):
-    """The audit runs the DP-SGD release the method would run: the same steps and noise,
-    which the statistics (MNIST's data normalisation) raise."""
+def test_the_release_audit_runs_the_statistics_then_the_calibrated_steps(dataset, monkeypatch):
+    """The audit runs the releases the method would run: MNIST's noisy statistics, whose
+    phantom coordinates it reads too, then DP-SGD at the calibration they leave; the
+    claim it tests is every charge, composed."""
     pytest.importorskip("tensorflow")
     from benchmarks.audit import dp_sgd_release
 
     cell = suite_cell(dataset, 1.0)
     seen = []
-    real = dp_sgd_release.audit_release
-    dp_sgd_release.audit_release, restore = (
-        lambda calibration, **kw: seen.append(calibration) or {"epsilon_lower_bound": 0.0}), real
-    try:
-        dp_sgd_release.audit_cell_release(cell)
-    finally:
-        dp_sgd_release.audit_release = restore
-    method = DPSGDScatterNet(cell.budget, **cell.hparams)
-    assert seen == [method.calibration(60_000)]
+    monkeypatch.setattr(dp_sgd_release, "phantom_audit",
+                        lambda phantoms, claim, confidence: seen.append((phantoms, claim)))
+    dp_sgd_release.audit_cell_release(cell, phantoms=1000)
+    [(phantoms, claim)] = seen
+    calibration = DPSGDScatterNet(cell.budget, **cell.hparams).calibration(60_000)
+    costs = [charge.cost for charge in claim.charges]
+    assert costs[-1] == SampledGaussian(calibration["noise_multiplier"],
+                                        calibration["sampling_rate"], calibration["steps"])
     alone = dp_sgd.calibrate(1.0, 1e-5, 60_000, cell.hparams["batch_size"], 40.0)
-    assert (seen[0]["noise_multiplier"] > alone["noise_multiplier"]) == (dataset == "mnist")
+    if dataset == "mnist":
+        assert costs[:-1] == [SampledGaussian(24.0, 1.0, 1)] * 2
+        assert phantoms.where == ["Gaussian mean of clipped vectors", "DP-SGD noisy clipped sum"]
+        assert calibration["noise_multiplier"] > alone["noise_multiplier"]
+    else:
+        assert len(costs) == 1 and phantoms.where == ["DP-SGD noisy clipped sum"]
+        assert calibration["noise_multiplier"] == alone["noise_multiplier"]
+    assert phantoms.steps == calibration["steps"] + 2 * (dataset == "mnist")
+    assert claim.epsilon() <= 1.0  # the PLD composition, below the RDP one the budget caps
+
+
+def suite_release(dataset: str) -> dict:
+    from benchmarks.audit import dp_sgd_release
+
+    return dp_sgd_release.audit_cell_release(suite_cell(dataset, 1.0), seed=1, phantoms=50_000)
 
 
 @pytest.mark.parametrize("dataset", ["mnist", "fashion-mnist"])
 def test_halved_dp_sgd_noise_is_flagged_at_the_suites_setting(dataset, monkeypatch):
-    """The suite's audited cells (epsilon 1), their DP-SGD release alone: honest, the
-    bound stays below the claim; with the noise halved it passes it."""
+    """The suite's audited cells (epsilon 1), their releases alone: honest, the claimed
+    curve is not rejected and the bound stays below the claim; with DP-SGD's noise
+    halved the curve is rejected."""
     pytest.importorskip("tensorflow")
-    from benchmarks.audit import dp_sgd_release
-
-    cell = suite_cell(dataset, 1.0)
-    honest = dp_sgd_release.audit_cell_release(cell, seed=1)
-    assert honest["epsilon_lower_bound"] <= 1.0, honest
+    honest = suite_release(dataset)
+    assert honest["epsilon_lower_bound"] <= 1.0 and not honest["claim_test"]["rejected"], honest
     noise_at_half(monkeypatch)
-    broken = dp_sgd_release.audit_cell_release(cell, seed=1)
-    assert broken["epsilon_lower_bound"] > 1.0, broken
+    assert suite_release(dataset)["claim_test"]["rejected"]
+
+
+def test_noiseless_statistics_are_flagged_at_the_suites_mnist_setting(monkeypatch):
+    """The phantoms go through the data normalisation's release too: statistics released
+    without their noise give every phantom away."""
+    pytest.importorskip("tensorflow")
+    real = noisy_clipped_mean.NoisyClippedMean.__init__
+
+    def noiseless(self, *args, **kwargs):
+        real(self, *args, **kwargs)
+        self.noise_std = 0.0
+
+    monkeypatch.setattr(noisy_clipped_mean.NoisyClippedMean, "__init__", noiseless)
+    tested = suite_release("mnist")["claim_test"]
+    assert tested["rejected"] and tested["correct"] == tested["guesses"], tested
 
 
 def test_an_audited_fit_reads_its_noisy_steps():

@@ -192,7 +192,9 @@ def test_each_aggregator_check_states_its_honest_rate(monkeypatch):
 
 # ----- DP-SGD: phantom gradient canaries in the noisy clipped sum ----------------------
 
-PHANTOMS = 10_000  # the smallest count that flags both breaks at the quick suite's setting
+# Enough to reject halved noise at the quick and label-dp-small settings (their twins
+# plant 500,000).
+PHANTOMS = 20_000
 
 
 def quick_dp_sgd_release(break_it=None, monkeypatch=None) -> dict:
@@ -229,11 +231,17 @@ def noise_at_half(monkeypatch):
     monkeypatch.setattr(NoisyClippedSum, "__init__", halved)
 
 
+def rejected(release: dict) -> bool:
+    """The release's claimed curve is rejected, and its empirical epsilon exceeds the
+    claim's: the twin is flagged."""
+    tested = release["claim_test"]
+    return tested["rejected"] and tested["empirical_epsilon"] > tested["claimed_epsilon"]
+
+
 @pytest.mark.parametrize("break_it", [clipping_at_4c, noise_at_half],
                          ids=["clip-4C-noise-for-C", "noise-sigma/2"])
 def test_a_broken_dp_sgd_release_is_flagged_at_the_quick_suites_setting(break_it, monkeypatch):
-    release = quick_dp_sgd_release(break_it, monkeypatch)
-    assert release["epsilon_lower_bound"] > release["claim"], release
+    assert rejected(quick_dp_sgd_release(break_it, monkeypatch))
 
 
 def test_a_dp_sgd_cells_audit_reads_its_noisy_steps():
@@ -245,8 +253,11 @@ def test_a_dp_sgd_cells_audit_reads_its_noisy_steps():
                             canaries=CANARIES)
     release = result.release
     assert release["where"] == ["DP-SGD noisy clipped sum"]
-    assert release["canaries"] == 100_000 and release["guesses"] == 1000
-    assert not result.flagged
+    assert release["canaries"] == 100_000 and release["guesses"] == 1000  # Steinke et al.
+    tested = release["claim_test"]
+    assert tested["canaries"] == 500_000 and tested["guesses"] == [1000]
+    assert tested["claim"].startswith("DP-SGD (Poisson-sampled Gaussian): noise multiplier ")
+    assert not result.flagged and not tested["rejected"]
 
 
 # ----- LabelDP-Pro: the same phantoms in its noisy clipped sum, at sensitivity 2C --------
@@ -270,12 +281,12 @@ def test_labeldp_pros_release_is_audited_at_2c_and_passes_honest():
     release = label_dp_small_labeldp_pro_release()
     assert release["where"] == ["DP-SGD noisy clipped sum"]
     assert release["epsilon_lower_bound"] <= release["claim"], release
+    assert not release["claim_test"]["rejected"], release
 
 
 def test_labeldp_pro_with_its_dp_sgd_noise_halved_is_flagged_at_label_dp_smalls_setting(
         monkeypatch):
-    release = label_dp_small_labeldp_pro_release(noise_at_half, monkeypatch)
-    assert release["epsilon_lower_bound"] > release["claim"], release
+    assert rejected(label_dp_small_labeldp_pro_release(noise_at_half, monkeypatch))
 
 
 def test_a_labeldp_pro_cells_audit_reads_its_noisy_steps():

@@ -314,5 +314,11 @@ def test_every_reason_an_audit_flags_its_claim_fails_a_check():
     audit["noise_checks"] = []
     assert [check.line for check in audit_checks(audit, "a cell") if not check.passed] == [
         "the audit flags the claim"]
-    audit["flagged"] = False
+    audit["release"] = {"epsilon_lower_bound": 0.4, "claim_test": {
+        "rejected": True, "claim": "DP-SGD: noise multiplier 1", "confidence": 0.95,
+        "canaries": 500_000}}
+    assert [check.line for check in audit_checks(audit, "a cell") if not check.passed] == [
+        "the claimed curve (DP-SGD: noise multiplier 1) is rejected at 95% on 500000 "
+        "phantom canaries"]
+    audit["flagged"] = audit["release"]["claim_test"]["rejected"] = False
     assert all(check.passed for check in audit_checks(audit, "a cell"))

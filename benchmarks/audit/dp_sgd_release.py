@@ -1,8 +1,10 @@
-"""DP-SGD's release alone, audited with phantom gradient canaries: the noisy clipped sum
-of a cell's setting (dataset size, sampling rate, clip norm, calibrated noise and steps)
-run on a model of no coordinates, since the phantoms touch none of a model's. The same
-release, phantoms and bound as the audited twin of a DP-SGD cell, without its training:
-for measuring the audit's power and for tests of broken mechanisms at a suite's setting.
+"""A noisy-gradient cell's Gaussian releases alone, audited with phantom canaries: its
+statistics of the training inputs if it releases any (a data normalisation's noisy
+means), then the noisy clipped sum of every DP-SGD step at its setting (dataset size,
+sampling rate, clip norm and sensitivity, calibrated noise and steps), each on inputs of
+no coordinates, since the phantoms touch none of a model's. The same releases, charges,
+phantoms and audit as the cell's audited twin, without its training: for measuring the
+audit's power and for tests of broken mechanisms at a suite's setting.
 """
 from __future__ import annotations
 
@@ -11,46 +13,36 @@ from typing import Any
 import numpy as np
 
 from benchmarks.audit.training import CONFIDENCE, PHANTOMS, phantom_audit
-from benchmarks.privacy import Ledger
+from benchmarks.privacy.claimed_profile import ClaimedProfile
 from benchmarks.privacy.phantom_canaries import PhantomCanaries
 
 
 def audit_cell_release(cell, *, epsilon: float | None = None, seed: int = 0,
                        phantoms: int = PHANTOMS) -> dict[str, Any]:
-    """``audit_release`` at a suite cell's DP-SGD setting: its dataset's size, its clip
-    norm and sensitivity, and the noise and steps its method calibrates (after any
-    release it makes besides the training), at the cell's epsilon unless another is
-    given."""
-    from benchmarks import datasets
-    from benchmarks.contract import Budget
-    from benchmarks.registry import get_method
-
-    method = get_method(cell.method)(
-        Budget(cell.epsilon if epsilon is None else epsilon, cell.delta), **cell.hparams)
-    dataset_size = len(datasets.load(cell.dataset).train.y)
-    return audit_release(method.calibration(dataset_size), dataset_size=dataset_size,
-                         clip_norm=method.hparams["clip_norm"],
-                         sensitivity=method.gradient_sensitivity, delta=cell.delta, seed=seed,
-                         phantoms=phantoms)
-
-
-def audit_release(calibration: dict[str, Any], *, dataset_size: int, clip_norm: float,
-                  delta: float, sensitivity: float = 1.0, seed: int = 0,
-                  phantoms: int = PHANTOMS) -> dict[str, Any]:
-    """The release audit (benchmarks.audit.training.phantom_audit) of one run of the
-    mechanism calibrated as ``calibration`` (benchmarks.privacy.dp_sgd.calibrate) with
-    ``phantoms`` canaries, their coins and the noise drawn from ``seed``."""
+    """The release audit (benchmarks.audit.training.phantom_audit) of one run of
+    ``cell``'s releases, at the cell's epsilon unless another is given, with ``phantoms``
+    canaries; their coins and every noise drawn from ``seed``."""
     import tensorflow as tf
 
+    from benchmarks import datasets
+    from benchmarks.context import RunContext
+    from benchmarks.contract import Budget
     from benchmarks.privacy.noisy_clipped_sum import NoisyClippedSum
+    from benchmarks.registry import get_method
 
+    budget = Budget(cell.epsilon if epsilon is None else epsilon, cell.delta)
+    method = get_method(cell.method)(budget, context=RunContext(seed=seed), **cell.hparams)
     rng = np.random.default_rng(seed)
-    ledger = Ledger()
+    ledger = method.ctx.ledger
     ledger.phantoms = PhantomCanaries(rng.integers(0, 2, size=phantoms).astype(bool))
+    dataset_size = len(datasets.load(cell.dataset).train.y)
+    method.release_statistics(np.zeros((dataset_size, 1, 1, 0), np.float32))
+    calibration = method.calibration(dataset_size)
     mechanism = NoisyClippedSum(
         ledger, dataset_size=dataset_size, sampling_rate=calibration["sampling_rate"],
-        noise_multiplier=calibration["noise_multiplier"], clip_norm=clip_norm,
-        steps=calibration["steps"], seed=int(rng.integers(2**31)), sensitivity=sensitivity)
+        noise_multiplier=calibration["noise_multiplier"], clip_norm=method.hparams["clip_norm"],
+        steps=calibration["steps"], seed=int(rng.integers(2**31)),
+        sensitivity=method.gradient_sensitivity)
 
     @tf.function(autograph=False)
     def step():
@@ -59,4 +51,5 @@ def audit_release(calibration: dict[str, Any], *, dataset_size: int, clip_norm: 
 
     for _ in range(calibration["steps"]):
         step()
-    return phantom_audit(ledger.phantoms, delta, CONFIDENCE)
+    claim = ClaimedProfile.of(ledger, method.notion_for(budget, method.hparams), budget.delta)
+    return phantom_audit(ledger.phantoms, claim, CONFIDENCE)

@@ -25,23 +25,31 @@ from typing import Any
 import numpy as np
 
 from benchmarks.audit import canaries as canary_designs
+from benchmarks.audit.claim_audit import audit_claim
 from benchmarks.audit.one_run import one_run_bound
 from benchmarks.privacy.audit_bounds import one_run_lower_bound, saturation
 from benchmarks.context import RunContext
 from benchmarks.contract import Budget, Dataset, Method
 from benchmarks.errors import InputError
 from benchmarks.privacy import Kind, noise_checks
+from benchmarks.privacy.claimed_profile import ClaimedProfile
 from benchmarks.privacy.phantom_canaries import PhantomCanaries
 from benchmarks.registry import get_method
 
 CONFIDENCE = 0.95
 MIN_CANARIES = 2
-# Phantom gradient canaries for DP-SGD's release, and the one share of them guessed, fixed
-# in advance: 1,000 guesses on 100,000 canaries (ceiling 3.5 at delta 1e-5). A DP-SGD
-# canary's evidence is weak (the strongest 1% are right about 70% of the time at
-# epsilon 2), so the bound needs many canaries and few, confident guesses; past 1e5 the
-# 2 m delta term of the bound outgrows the gain.
-PHANTOMS, PHANTOM_GUESS_SHARE = 100_000, 0.01
+# Phantom canaries for the Gaussian releases. The test of the claimed curve reads all of
+# them. In simulations of the suites' releases, at 10^5 a release with 0.7 times its noise
+# passed it at one seed of two; an exact release at 0.7 times its noise is expected to be
+# rejected from 0.90 of the claim's noise down with 10^5 (epsilon 1, the best share of
+# guesses), from 0.86 with 5 x 10^5, and from 0.85 with 10^6, at twice the cost (a phantom
+# costs about 45 ns a step). The bound of Steinke et al., kept beside it as the archive's
+# earlier audits computed it, reads the first STEINKE_PHANTOMS with one share of guesses
+# fixed in advance: 1,000 guesses on 100,000 canaries (ceiling 3.5 at delta 1e-5); past
+# 1e5 its 2 m delta term outgrows the gain.
+PHANTOMS = 500_000
+STEINKE_PHANTOMS, PHANTOM_GUESS_SHARE = 100_000, 0.01
+_CERTAIN = 1e300
 
 
 class BudgetExceeded(RuntimeError):
@@ -69,8 +77,9 @@ class TrainingAudit:
     seconds: float  # the audited training and the predictions on the canaries
     # The audit at the release: what the privacy layer's mechanisms released for the
     # canaries (epsilon_lower_bound, guesses: the canaries released as one of their two
-    # classes, correct, ceiling, where: the releases), or None
-    # when no release of a canary went through them.
+    # classes, correct, ceiling, where: the releases; for the Gaussian releases also
+    # claim_test, benchmarks.audit.claim_audit.ClaimAudit), or None when no release of a
+    # canary went through them.
     release: dict[str, Any] | None = None
     # Where a release carries too little per record for a one-run bound (DP-ERM, PATE):
     # the noise checks of its mechanisms at the charged setting
@@ -79,11 +88,13 @@ class TrainingAudit:
 
     @property
     def flagged(self) -> bool:
-        """Either audit's bound exceeds the claim, or a mechanism's noise is below it."""
+        """Either audit's bound exceeds the claim, the release's claimed curve is
+        rejected, or a mechanism's noise is below its charge."""
         bounds = [self.epsilon_lower_bound]
         if self.release is not None:
             bounds.append(self.release["epsilon_lower_bound"])
         return (max(bounds) > self.claimed_epsilon
+                or (self.release or {}).get("claim_test", {}).get("rejected", False)
                 or any(check["flagged"] for check in self.noise_checks))
 
     def as_dict(self) -> dict[str, Any]:
@@ -149,7 +160,9 @@ def audit_training(method: str, data: Dataset, budget: Budget, hparams: dict[str
     if release is not None:
         release = release_audit(*release, coins, delta, confidence)
     elif model.ctx.ledger.phantoms is not None and model.ctx.ledger.phantoms.steps:
-        release = phantom_audit(model.ctx.ledger.phantoms, delta, confidence)
+        release = phantom_audit(model.ctx.ledger.phantoms,
+                                ClaimedProfile.of(model.ctx.ledger, notion, budget.delta),
+                                confidence)
     elif model.ctx.ledger.model_releases:
         release = model_release_audit(bound, model.ctx.ledger.model_releases)
     checks = noise_checks.check_ledger(model.ctx.ledger, context.rng("audit noise checks"))
@@ -192,19 +205,23 @@ def model_release_audit(bound, mechanisms: list[str]) -> dict[str, Any]:
             "observed": "the released weights, projected on each canary's input"}
 
 
-def phantom_audit(phantoms: PhantomCanaries, delta: float, confidence: float
+def phantom_audit(phantoms: PhantomCanaries, claim: ClaimedProfile, confidence: float
                   ) -> dict[str, Any]:
-    """The one-run bound from the phantom canaries' coordinates of every noisy step: the
-    auditor guesses "in" for the strongest log-likelihood ratios above their median and
-    "out" for the strongest below it."""
-    evidence = phantoms.llr - np.median(phantoms.llr)
-    bound = one_run_bound(evidence, phantoms.coins, delta, confidence,
-                          shares=(PHANTOM_GUESS_SHARE,))
+    """The release audit from the phantom canaries' coordinates of every Gaussian
+    release: the test of the claimed curve on all of them (``claim_test``), and beside it
+    the one-run bound of Steinke et al. on the first STEINKE_PHANTOMS, which guesses "in"
+    for the strongest log-likelihood ratios above their median and "out" for the
+    strongest below it."""
+    tested = audit_claim(phantoms.llr, phantoms.coins, claim, confidence)
+    # Certain evidence (a release without noise: +-inf) as the largest finite values.
+    evidence = np.nan_to_num(phantoms.llr[:STEINKE_PHANTOMS], posinf=_CERTAIN, neginf=-_CERTAIN)
+    bound = one_run_bound(evidence - np.median(evidence), phantoms.coins[:STEINKE_PHANTOMS],
+                          claim.delta, confidence, shares=(PHANTOM_GUESS_SHARE,))
     return {"epsilon_lower_bound": bound.epsilon, "guesses": bound.guesses,
-            "correct": bound.correct, "ceiling": bound.ceiling, "where": [phantoms.where],
+            "correct": bound.correct, "ceiling": bound.ceiling, "where": list(phantoms.where),
             "canaries": bound.canaries,
-            "observed": f"each phantom gradient canary's coordinate of the {phantoms.steps} "
-                        f"noisy steps"}
+            "observed": f"each phantom canary's coordinate of the {phantoms.steps} noisy "
+                        f"releases", "claim_test": tested.as_dict()}
 
 
 # ----- the command: privboard audit --method ... -----------------------------------------
@@ -241,7 +258,7 @@ def parse_hparams(text: str) -> dict[str, Any]:
 
 
 def report(result: TrainingAudit) -> str:
-    verdict = ("FLAGGED: the lower bound exceeds the claimed epsilon" if result.flagged
+    verdict = ("FLAGGED: the claim is refuted (below, what refutes it)" if result.flagged
                else "consistent with the claim")
     reach = ("the claimed epsilon is at or above it, so this audit cannot refute the claim"
              if result.claimed_epsilon >= result.ceiling
@@ -265,10 +282,28 @@ def report(result: TrainingAudit) -> str:
 def release_report(release: dict[str, Any] | None) -> str:
     if release is None:
         return "  at the release: no canary went through the privacy layer's mechanisms\n"
+    tested = release.get("claim_test")
+    guesses = ("the strongest of the first canaries' log-likelihood ratios" if tested else
+               "a guess per canary released as one of its two classes")
     return (f"  at the release ({', '.join(release['where'])}): lower bound "
             f"{release['epsilon_lower_bound']:.3f}, {release['correct']} of "
-            f"{release['guesses']} guesses right (a guess per canary released as one of "
-            f"its two classes), ceiling {release['ceiling']:.3f}\n")
+            f"{release['guesses']} guesses right on {release['canaries']} canaries "
+            f"({guesses}), ceiling {release['ceiling']:.3f}\n"
+            f"{claim_test_report(tested) if tested else ''}")
+
+
+def claim_test_report(tested: dict[str, Any]) -> str:
+    verdict = "REJECTED" if tested["rejected"] else "not rejected"
+    right = ", ".join(f"{w} of {c}" for c, w in zip(tested["guesses"], tested["correct"]))
+    boundary = (f"noise x {tested['empirical_noise_scale']:.2f}"
+                if tested["empirical_noise_scale"] else "none rejected")
+    return (f"  the claimed curve ({tested['claim']}; epsilon "
+            f"{tested['claimed_epsilon']:.3f} at delta {tested['delta']:g}), tested at the "
+            f"release, {tested['test']}: {verdict} at {tested['confidence']:.0%} "
+            f"({right} guesses right on {tested['canaries']} canaries)\n"
+            f"  empirical epsilon {tested['empirical_epsilon']:.3f}: the claim's family under "
+            f"scaled noise is rejected from {boundary} up (not a lower bound: a mechanism "
+            f"outside the family could differ elsewhere)\n")
 
 
 def noise_check_report(check: dict[str, Any]) -> str:

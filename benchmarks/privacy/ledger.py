@@ -248,7 +248,7 @@ class Ledger:
         if not charges:
             return Total(0.0, 0.0, "none", {})
         if all(isinstance(c.cost, PureEpsilon) for c in charges):
-            return Total(_worst_example(charges, lambda c: np.float64(c.cost.epsilon)),
+            return Total(worst_example(charges, lambda c: np.float64(c.cost.epsilon)),
                          0.0, "pure", {})
         if not 0 < delta < 1:
             raise InputError(f"RDP composition needs a delta in (0, 1), got {delta!r}")
@@ -267,7 +267,7 @@ class Ledger:
         charges = self.relevant(notion)
         if not charges:
             return np.zeros(rdp.ORDERS.shape)
-        return np.broadcast_to(_worst_example(charges, lambda c: c.cost.curve()),
+        return np.broadcast_to(worst_example(charges, lambda c: c.cost.curve()),
                                rdp.ORDERS.shape).astype(np.float64)
 
     def entries(self, delta: float) -> list[dict[str, Any]]:
@@ -286,7 +286,7 @@ class Ledger:
         return out
 
 
-def _worst_example(charges: list[Charge], cost_of) -> Any:
+def worst_example(charges: list[Charge], cost_of) -> Any:
     """The largest per-example sum of cost_of(charge) (a number, or a curve taken order
     by order): charges on every example add to all, indexed ones to their examples."""
     shared = sum((cost_of(c) for c in charges if c.touches.examples is None), np.float64(0))

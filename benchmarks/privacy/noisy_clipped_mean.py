@@ -10,12 +10,17 @@ Gaussian step at sampling rate 1: full DP, add/remove neighbours, accounted by R
 
 One object is one release: it charges the ledger when it is made and refuses a second
 release. numpy only; the generator is the caller's (a seeded stream of the run).
+
+An audit's phantom canaries (benchmarks.privacy.phantom_canaries) planted on the ledger
+are released with the statistic: each in the training set is one more example whose
+vector lies on a coordinate of its own, clipped by the same ``clip_factors`` and noised
+by the same generator, and the auditor observes those coordinates.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from benchmarks.privacy import rdp
+from benchmarks.privacy import phantom_canaries, rdp
 from benchmarks.privacy.ledger import Ledger, SampledGaussian, records
 
 MECHANISM = "Gaussian mean of clipped vectors"
@@ -46,11 +51,15 @@ class NoisyClippedMean:
                       SampledGaussian(float(noise_multiplier), 1.0, 1),
                       clip_norm=self.clip_norm, dataset_size=self.dataset_size)
 
+    def clip_factors(self, norms: np.ndarray) -> np.ndarray:
+        """Per vector, min(1, C / norm): the vector times this has norm at most C."""
+        return self.clip_norm / np.maximum(self.clip_norm, norms)
+
     def clipped_sum(self, vectors: np.ndarray) -> np.ndarray:
         """The sum over examples (rows) of each vector scaled to norm at most C."""
         vectors = np.asarray(vectors, dtype=np.float64)
-        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        return (vectors * (self.clip_norm / np.maximum(self.clip_norm, norms))).sum(axis=0)
+        return (vectors * self.clip_factors(np.linalg.norm(vectors, axis=1, keepdims=True))
+                ).sum(axis=0)
 
     def release(self, vectors: np.ndarray) -> np.ndarray:
         """The noisy mean of ``vectors`` (N, d), N the charged dataset size; once."""
@@ -61,6 +70,19 @@ class NoisyClippedMean:
                              f"given {len(vectors)}")
         self.released = True
         total = self.clipped_sum(vectors)
-        noisy = (total + self.rng.normal(0.0, self.noise_std, total.shape)) / self.dataset_size
-        return self.ledger.released(MECHANISM, noisy, dataset_size=self.dataset_size,
-                                    clip_norm=self.clip_norm, noise_std=self.noise_std)
+        phantoms = self.ledger.phantoms
+        if phantoms is not None:  # their coordinates follow the statistic's
+            total = np.concatenate([total, self._phantom_sum(phantoms)])
+        noisy = total + self.rng.normal(0.0, self.noise_std, total.shape)
+        if phantoms is not None:
+            phantoms.observe(MECHANISM, noisy[-len(phantoms):], 1.0, self.clip_norm)
+            noisy = noisy[:-len(phantoms)]
+        return self.ledger.released(MECHANISM, noisy / self.dataset_size,
+                                    dataset_size=self.dataset_size, clip_norm=self.clip_norm,
+                                    noise_std=self.noise_std)
+
+    def _phantom_sum(self, phantoms) -> np.ndarray:
+        """Each phantom's coordinate of the clipped sum: its clipped norm when it is in
+        the training set."""
+        norm = phantom_canaries.GRADIENT_NORM * self.clip_norm
+        return phantoms.coins * (self.clip_factors(norm) * norm)

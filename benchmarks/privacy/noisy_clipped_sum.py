@@ -109,13 +109,12 @@ class NoisyClippedSum:
         sums = list(clipped_sums)
         if self.phantoms is not None:
             sums.append(self._phantom_sum())
-        released = [(g + self.generator.normal(tf.shape(g), stddev=self.noise_std))
-                    / self.expected_batch for g in sums]
+        noisy = [g + self.generator.normal(tf.shape(g), stddev=self.noise_std) for g in sums]
         if self.phantoms is not None:
-            observed = tf.numpy_function(self._observe, [released.pop() * self.expected_batch],
-                                         tf.bool, stateful=True)
+            observed = tf.numpy_function(self._observe, [noisy.pop()], tf.bool, stateful=True)
             with tf.control_dependencies([observed]):
-                released = [tf.identity(g) for g in released]
+                noisy = [tf.identity(g) for g in noisy]
+        released = [g / self.expected_batch for g in noisy]
         return released if Ledger.tape is None else self._replayed(released)
 
     def _replayed(self, released: list[tf.Tensor]) -> list[tf.Tensor]:
