@@ -379,3 +379,29 @@ def test_honest_methods_pass_and_broken_ones_are_flagged(cell, break_it, monkeyp
     broken = audited(*cell)
     assert broken.flagged, broken
     assert broken.epsilon_lower_bound > 1.15 * broken.claimed_epsilon
+
+
+def test_a_privately_tuned_twin_is_audited_against_the_selections_claim(digits, monkeypatch):
+    """The twin of a tuned cell trains every candidate on the canaries and is judged
+    against what the selection claims: approximate, at the cell's delta."""
+    from benchmarks.tuning import PrivatelyTuned, Search
+
+    method, _, _, hparams = LP_1ST
+    budget, search = Budget(1.0, 1e-5), Search.from_dict(
+        {"space": {"epochs": [30, 60]}, "mean_candidates": 2, "shape": 0,
+         "validation_share": 0.2})
+
+    def audit():
+        context = RunContext(seed=0)
+        model = PrivatelyTuned(get_method(method), budget, search, context=context,
+                               mixup_alpha=0.0)
+        return training.audit_training(method, digits, budget, {"mixup_alpha": 0.0},
+                                       context, model=model)
+
+    honest = audit()
+    assert (honest.notion, honest.claimed_delta) == ("label-DP, substitution "
+                                                     "neighbours, approximate", 1e-5)
+    assert honest.release is not None and not honest.flagged, honest
+    labels_never_randomised(monkeypatch)
+    broken = audit()
+    assert broken.flagged and broken.epsilon_lower_bound > 1.15 * budget.epsilon, broken

@@ -116,7 +116,8 @@ def audit_training(method: str, data: Dataset, budget: Budget, hparams: dict[str
     if unknown:
         raise InputError(f"{method}: unknown hyperparameter(s) {unknown}; "
                          f"known: {sorted(method_cls.defaults)}")
-    notion = method_cls.notion_for(budget, {**method_cls.defaults, **hparams})
+    # A given model states its own notion: a private selection's is approximate.
+    notion = (model or method_cls).notion_for(budget, {**method_cls.defaults, **hparams})
     if not notion.private:
         raise InputError(f"{method} is not private at epsilon {budget.epsilon:g}: it "
                          f"claims no epsilon, so there is nothing to audit")
