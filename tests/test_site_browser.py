@@ -20,6 +20,7 @@ import pytest
 import reports
 from benchmarks import bundle
 from benchmarks.records import SAMPLING, SHUFFLED_BATCHES, RunRecord
+from tests.comparison_inputs import comparison_records
 from tests.leaderboard_inputs import catalogued, rehashed
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -338,3 +339,29 @@ def _inside(url: str, base: str) -> str | None:
     if not plain.startswith(base):
         return None
     return unquote(urlsplit(plain).path)[len(unquote(urlsplit(base).path)):]
+
+
+@pytest.fixture(scope="module")
+def tuned_site(tmp_path_factory) -> Path:
+    """label-dp-small's runs beside label-dp-small-tuned's, as the comparison's tests
+    build them: ALIBI and DP-SGD at total epsilon 1 in both, 3 seeds each."""
+    folder = tmp_path_factory.mktemp("tuned")
+    reports.build(comparison_records(folder / "records"), folder / "site")
+    return folder / "site"
+
+
+def test_the_cost_of_honest_tuning_is_shown_beside_the_test_tuned_rows(browser, tuned_site):
+    visit = Visit(browser, tuned_site.as_uri() + "/")
+    visit.open("index.html")
+    tracks = visit.page.locator(".best-tag").all_inner_texts()
+    assert "best · honest" in tracks and "best · test-tuned" in tracks, tracks
+    visit.page.click("a[href$='datasets/mnist.html#tuning-cost']")
+    section = visit.page.locator("#tuning-cost")
+    assert section.is_visible()
+    rows = [row.split("\t") for row in
+            section.locator("tbody tr").evaluate_all("rows => rows.map(r => r.innerText)")]
+    assert [(row[1].split(" ")[0], row[4]) for row in rows] == [("alibi", "-3.70"),
+                                                                ("dp-sgd", "-3.50")], rows
+    assert section.locator("img.plot").evaluate("img => img.complete && img.naturalWidth > 0")
+    visit.page.close()
+    assert visit.problems == []
