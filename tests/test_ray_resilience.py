@@ -1,9 +1,9 @@
 """Suites on Ray that lose a process: the driver killed, then the suite finished
-locally; a cell whose worker dies retried, then recorded as failed. Apart from the smoke
-suite's tests (tests/test_ray_executor.py), so the two pytest workers share them."""
+locally; a cell whose worker dies retried, then recorded as failed. They share the smoke
+suite's tests' Ray instance (tests/conftest.py's ray_address), as drivers share a
+cluster."""
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -12,7 +12,6 @@ import sys
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 
 from benchmarks import datasets, runner
@@ -32,27 +31,21 @@ def kill_after_a_new_record(cmd: list[str], results: Path) -> dict[str, bytes]:
     deadline = time.time() + 300
     while time.time() < deadline and len(finished(results)) == before:
         time.sleep(0.1)
-    started = psutil.Process(proc.pid).children(recursive=True)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    # Ray's agents outlive a killed driver by a minute or so; none of its processes can
-    # write a record (the driver writes them all), so they are simply stopped here.
-    for process in started:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            process.kill()
-    psutil.wait_procs(started, timeout=30)
     return finished(results)
 
 
-def test_a_suite_killed_on_ray_is_finished_locally(tmp_path):
-    """Killed on Ray (kill -9 of the driver), finished locally: every record the killed
-    run left is kept as it was, and none is written twice. A local run killed and resumed
+def test_a_suite_killed_on_ray_is_finished_locally(tmp_path, ray_address):
+    """Killed on Ray (kill -9 of a driver that joined the cluster), finished locally:
+    every record the killed run left is kept as it was, and none is written twice. A local run killed and resumed
     is tests/test_runner.py's; a suite started locally and finished on Ray is
     tests/test_ray_executor.py's."""
     results, suite = tmp_path / "results", write_suite(tmp_path)
     run = ["run", "--suite", suite, "--results", str(results)]
     on_ray = kill_after_a_new_record(
-        [sys.executable, "-m", "benchmarks.cli", *run, "--executor", "ray"], results)
+        [sys.executable, "-m", "benchmarks.cli", *run, "--executor", "ray",
+         "--address", ray_address], results)
     assert 1 <= len(on_ray) < 4
     assert main([*run, "--executor", "local", "--workers", "1"]) == 0  # in this process
     after = finished(results)
@@ -75,6 +68,7 @@ def dying(attempts: Path, deaths_by_seed: dict[int, int]):
     return task
 
 
+@pytest.mark.usefixtures("ray_address")
 def test_a_cell_whose_worker_dies_is_retried_then_recorded_as_failed(tmp_path):
     results, attempts = tmp_path / "results", tmp_path / "attempts"
     attempts.mkdir()
