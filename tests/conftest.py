@@ -19,12 +19,10 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 
 # `make test` runs on two workers (pytest-xdist, --dist loadgroup). A module's tests stay
 # on one worker, so its shared fixtures are built once; the modules that read the smoke
-# suite's records, and those on Ray, share a worker with them (one smoke run, one Ray
-# instance). The paper suite's settings, independent tiny runs that take a third of the
-# time, are spread one by one.
+# suite's records share a worker with them. The paper suite's settings, independent tiny
+# runs that take a third of the time, are spread one by one.
 SPREAD_ONE_BY_ONE = {"test_paper_suite_settings"}
-SMOKE_AND_RAY = {"test_private_values", "test_ray_executor", "test_ray_resilience",
-                 "test_smoke_suite"}
+SMOKE_READERS = {"test_private_values", "test_ray_executor", "test_smoke_suite"}
 # The longest groups (two minutes each) are handed out first, so that neither is the last
 # one running while the other worker has nothing left.
 LONGEST_FIRST = ("smoke-suite", "test_method_contract")
@@ -37,7 +35,7 @@ def pytest_collection_modifyitems(items) -> None:
     for item in items:
         module = item.module.__name__
         if module not in SPREAD_ONE_BY_ONE:
-            groups[item] = "smoke-suite" if module in SMOKE_AND_RAY else module
+            groups[item] = "smoke-suite" if module in SMOKE_READERS else module
             item.add_marker(pytest.mark.xdist_group(groups[item]))
 
     def rank(item) -> int:
@@ -78,12 +76,12 @@ def smoke_results(tmp_path_factory) -> Path:
     return results
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def ray_address() -> str:
-    """One local Ray instance for every test on Ray, as a cluster a user joins: the
+    """A local Ray instance for a module's tests on Ray, as a cluster a user joins: the
     executor keeps an instance its caller started, and a driver in another process joins
-    it with --address. Each instance starts half a dozen processes of its own, which
-    compete with the other pytest worker's training."""
+    it with --address. Each instance starts half a dozen processes of its own, so it
+    lives only as long as the module's tests."""
     ray = pytest.importorskip("ray")
     context = ray.init(include_dashboard=False)
     yield context.address_info["gcs_address"]

@@ -1,7 +1,7 @@
 """Suites on Ray that lose a process: the driver killed, then the suite finished
-locally; a cell whose worker dies retried, then recorded as failed. They share the smoke
-suite's tests' Ray instance (tests/conftest.py's ray_address), as drivers share a
-cluster."""
+locally; a cell whose worker dies retried, then recorded as failed. Both run on one Ray
+instance (tests/conftest.py's ray_address), as drivers share a cluster. Apart from the
+smoke suite's tests (tests/test_ray_executor.py), so the two pytest workers share them."""
 from __future__ import annotations
 
 import json
@@ -38,9 +38,9 @@ def kill_after_a_new_record(cmd: list[str], results: Path) -> dict[str, bytes]:
 
 def test_a_suite_killed_on_ray_is_finished_locally(tmp_path, ray_address):
     """Killed on Ray (kill -9 of a driver that joined the cluster), finished locally:
-    every record the killed run left is kept as it was, and none is written twice. A local run killed and resumed
-    is tests/test_runner.py's; a suite started locally and finished on Ray is
-    tests/test_ray_executor.py's."""
+    every record the killed run left is kept as it was, and none is written twice. A
+    local run killed and resumed is tests/test_runner.py's; a suite started locally and
+    finished on Ray is tests/test_ray_executor.py's."""
     results, suite = tmp_path / "results", write_suite(tmp_path)
     run = ["run", "--suite", suite, "--results", str(results)]
     on_ray = kill_after_a_new_record(
