@@ -74,15 +74,3 @@ def smoke_results(tmp_path_factory) -> Path:
                       executor=WorkerPool(2)) == 0
     assert main(["run", "--suite", "smoke", "--results", str(results), "--workers", "1"]) == 0
     return results
-
-
-@pytest.fixture(scope="module")
-def ray_address() -> str:
-    """A local Ray instance for a module's tests on Ray, as a cluster a user joins: the
-    executor keeps an instance its caller started, and a driver in another process joins
-    it with --address. Each instance starts half a dozen processes of its own, so it
-    lives only as long as the module's tests."""
-    ray = pytest.importorskip("ray")
-    context = ray.init(include_dashboard=False)
-    yield context.address_info["gcs_address"]
-    ray.shutdown()

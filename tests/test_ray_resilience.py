@@ -1,6 +1,6 @@
 """Suites on Ray that lose a process: the driver killed, then the suite finished
 locally; a cell whose worker dies retried, then recorded as failed. Both run on one Ray
-instance (tests/conftest.py's ray_address), as drivers share a cluster. Apart from the
+instance (ray_address), as drivers share a cluster. Apart from the
 smoke suite's tests (tests/test_ray_executor.py), so the two pytest workers share them."""
 from __future__ import annotations
 
@@ -22,6 +22,19 @@ from test_runner import finished, write_suite  # the runner tests' 4-cell suite
 from test_worker_pool import mini_at_epsilon_one
 
 pytest.importorskip("ray")
+
+
+@pytest.fixture(scope="module")
+def ray_address() -> str:
+    """One local Ray instance for this module's tests, as a cluster that drivers join:
+    the executor keeps an instance its caller started, and a driver in another process
+    joins it with --address. (The smoke suite's test on Ray starts its own, with the
+    default flags.)"""
+    import ray
+
+    context = ray.init(include_dashboard=False)
+    yield context.address_info["gcs_address"]
+    ray.shutdown()
 
 
 def kill_after_a_new_record(cmd: list[str], results: Path) -> dict[str, bytes]:
