@@ -8,7 +8,7 @@ GPU_EXTRA := $(if $(filter 1,$(GPU)),$(COMMA)gpu)
 INSTALLED := $(VENV)/.installed$(if $(GPU_EXTRA),-gpu)
 export TF_CPP_MIN_LOG_LEVEL ?= 3
 
-.PHONY: bench test data report publish browser clean
+.PHONY: bench test test-integration data report publish browser clean
 
 # tensorflow-privacy 0.9.0 needs Python < 3.12, and the pinned stack needs 3.11.
 NO_PYTHON := no $(PYTHON) here: privboard needs Python 3.11 (tensorflow-privacy 0.9.0 \
@@ -58,8 +58,14 @@ browser:
 
 # Two pytest workers (pytest-xdist): each test module stays on one worker, so its shared
 # fixtures are built once; the paper suite's tiny steps are spread (tests/conftest.py).
-test: data browser $(OPACUS_INSTALLED)
-	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
+# `make test` leaves out the tests marked integration (pyproject.toml says which):
+# `make test-integration` runs them, and CI runs both.
+PYTEST := $(BIN)/python -m pytest -q -n 2 --dist loadgroup
+test: data $(OPACUS_INSTALLED)
+	$(PYTEST) -m 'not integration'
+
+test-integration: data browser $(OPACUS_INSTALLED)
+	$(PYTEST) -m integration
 
 # The leaderboard as one folder for any static host (or to open from the file system).
 SITE := public

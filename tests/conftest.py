@@ -23,9 +23,10 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 # runs that take a third of the time, are spread one by one.
 SPREAD_ONE_BY_ONE = {"test_paper_suite_settings"}
 SMOKE_READERS = {"test_private_values", "test_ray_executor", "test_smoke_suite"}
-# The longest groups (two minutes each) are handed out first, so that neither is the last
-# one running while the other worker has nothing left.
-LONGEST_FIRST = ("smoke-suite", "test_method_contract")
+# The longest groups (one to four minutes each) are handed out first, so that none is the
+# last one running while the other worker has nothing left.
+LONGEST_FIRST = ("smoke-suite", "test_ray_resilience", "test_method_contract", "test_ssgan",
+                 "test_submit_dp_libraries", "test_pate")
 
 
 # First: pytest-xdist reads the groups in a hook of its own, which must find them set.

@@ -163,6 +163,7 @@ def test_a_cell_two_suites_share_is_loaded_and_counted_once(store, tmp_path):
     assert list(rows[rows.cell == config].n) == [1]
 
 
+@pytest.mark.integration
 def test_a_site_from_the_archive_alone_needs_no_tensorflow_and_no_data(tmp_path):
     """With TensorFlow not importable and an empty data folder, `privboard report` on a
     clean clone (no results folder) shows the archived cells."""

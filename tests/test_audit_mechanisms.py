@@ -262,6 +262,7 @@ def test_text_output_and_flagged_exit_code(monkeypatch, capsys):
     assert "event: output in {" in out
 
 
+@pytest.mark.integration
 def test_runs_as_a_module():
     done = subprocess.run([sys.executable, "-m", "benchmarks.cli", "audit", "mechanism",
                            "cluster-histogram", "--epsilon", "2", "--trials", "300", "--json"],

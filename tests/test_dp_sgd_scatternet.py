@@ -356,6 +356,7 @@ def suite_release(dataset: str) -> dict:
     return dp_sgd_release.audit_cell_release(suite_cell(dataset, 1.0), seed=1, phantoms=50_000)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("dataset", ["mnist", "fashion-mnist"])
 def test_halved_dp_sgd_noise_is_flagged_at_the_suites_setting(dataset, monkeypatch):
     """The suite's audited cells (epsilon 1), their releases alone: honest, the claimed
@@ -368,6 +369,7 @@ def test_halved_dp_sgd_noise_is_flagged_at_the_suites_setting(dataset, monkeypat
     assert suite_release(dataset)["claim_test"]["rejected"]
 
 
+@pytest.mark.integration
 def test_noiseless_statistics_are_flagged_at_the_suites_mnist_setting(monkeypatch):
     """The phantoms go through the data normalisation's release too: statistics released
     without their noise give every phantom away."""

@@ -28,6 +28,8 @@ from benchmarks.registry import get_method
 from benchmarks.runner import run_cell
 from benchmarks.suites import Cell, load_suite
 
+pytestmark = pytest.mark.integration  # GPU-sized models: `make test-integration`
+
 # Shrunk wherever a method has them. PATE's public part must be smaller than the test
 # split (N_TEST), and DP-SGD's expected batch smaller than the training split.
 TINY = {"epochs": 1, "batch_size": 8, "pretrain_epochs": 1, "teachers": 4,

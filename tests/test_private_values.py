@@ -41,6 +41,7 @@ def data_independent(record) -> set[str]:
                        if "data_independent" in key})
 
 
+@pytest.mark.integration
 def test_no_private_diagnostic_of_any_family_is_published(smoke_results, tmp_path):
     from benchmarks.cli import main
 

@@ -28,6 +28,7 @@ pytest.importorskip("ray")
 ON_RAY = {"rr-ssl-prior", "dp-sgd", "dp-sgd-scatternet"}
 
 
+@pytest.mark.integration
 def test_the_smoke_suite_on_ray_gives_the_local_records_bit_for_bit(tmp_path,
                                                                    smoke_results):
     """Ray with its default flags against the local records (the smoke fixture's: most

@@ -23,6 +23,8 @@ from test_worker_pool import mini_at_epsilon_one
 
 pytest.importorskip("ray")
 
+pytestmark = pytest.mark.integration  # Ray processes: `make test-integration`
+
 
 @pytest.fixture(scope="module")
 def ray_address() -> str:

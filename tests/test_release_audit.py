@@ -238,6 +238,7 @@ def rejected(release: dict) -> bool:
     return tested["rejected"] and tested["empirical_epsilon"] > tested["claimed_epsilon"]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("break_it", [clipping_at_4c, noise_at_half],
                          ids=["clip-4C-noise-for-C", "noise-sigma/2"])
 def test_a_broken_dp_sgd_release_is_flagged_at_the_quick_suites_setting(break_it, monkeypatch):
@@ -284,6 +285,7 @@ def test_labeldp_pros_release_is_audited_at_2c_and_passes_honest():
     assert not release["claim_test"]["rejected"], release
 
 
+@pytest.mark.integration
 def test_labeldp_pro_with_its_dp_sgd_noise_halved_is_flagged_at_label_dp_smalls_setting(
         monkeypatch):
     assert rejected(label_dp_small_labeldp_pro_release(noise_at_half, monkeypatch))

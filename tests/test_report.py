@@ -297,6 +297,7 @@ def test_help(capsys):
         assert option in help_text
 
 
+@pytest.mark.integration
 def test_fresh_build_escapes_record_text_and_never_imports_tensorflow(tmp_path):
     results = _results_with(tmp_path, variant="<script>alert(1)</script>")
     # Neither TensorFlow, nor the method code or registry, nor the data folder: a site

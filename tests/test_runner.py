@@ -112,6 +112,7 @@ def finished(results: Path) -> dict[str, bytes]:
             if not p.name.startswith(".tmp-") and p.name != CATALOGUE} if results.exists() else {}
 
 
+@pytest.mark.integration
 def test_kill_minus_nine_then_resume_loses_and_duplicates_nothing(tmp_path):
     results = tmp_path / "results"
     suite = write_suite(tmp_path)
@@ -257,6 +258,7 @@ def test_bad_seeds_are_one_line_and_exit_2(tmp_path, capsys, seeds):
     assert capsys.readouterr().err.count("\n") == 1
 
 
+@pytest.mark.integration
 def test_a_cell_computes_on_one_thread_by_default_and_its_record_says_so(tmp_path):
     """Results depend on the thread count bit for bit, so every cell computes on one
     (the archive's) unless told otherwise, and a re-run needs the count."""

@@ -33,9 +33,10 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu",
 
 sync_api = pytest.importorskip(
     "playwright.sync_api", reason="playwright is not installed: pip install -e '.[test]'")
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.integration, pytest.mark.skipif(
     not CHROMIUM.is_file(),
-    reason=f"no {CHROMIUM}: `make test` installs Debian's chromium when run as root with apt")
+    reason=f"no {CHROMIUM}: `make test-integration` installs Debian's chromium when run as "
+           "root with apt")]
 
 
 # A submitted method whose DP-SGD steps took shuffled batches: the golden DP-SGD run on

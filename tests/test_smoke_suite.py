@@ -5,6 +5,8 @@ import dataclasses
 import json
 from pathlib import Path
 
+import pytest
+
 from benchmarks import datasets, runner
 from benchmarks.cli import main
 from benchmarks.executors import default_workers
@@ -14,6 +16,7 @@ from benchmarks.suites import load_suite
 from benchmarks.worker_pool import WorkerPool
 
 
+@pytest.mark.integration
 def test_smoke_suite_runs_and_reports(tmp_path, smoke_results):
     results, site = smoke_results, tmp_path / "site"
     records = list(read_records(results))
@@ -49,6 +52,7 @@ def comparable(results: Path) -> dict[str, dict]:
             for path in results.glob("*.json") if path.name != CATALOGUE}
 
 
+@pytest.mark.integration
 def test_one_worker_and_several_give_the_same_records(tmp_path, smoke_results):
     """The smoke suite's records (most of them trained one after another in one process:
     tests/conftest.py) against one cell of each kind run by the default executor, two or

@@ -74,6 +74,7 @@ def public_files(folder: Path) -> list[Path]:
             if path.is_file() and bundle.PRIVATE not in path.relative_to(folder).parts]
 
 
+@pytest.mark.integration
 def test_the_example_goes_from_install_to_a_row_on_the_site(submitted, tmp_path, capsys):
     """On the grid of the smoke suite, which names it nowhere: its datasets, epsilons and
     seeds, beside the archive's smoke rows."""

@@ -4,6 +4,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 CODE = """
 import tensorflow as tf
 from benchmarks.tf_runtime import allow_memory_growth, pin_threads
@@ -17,6 +19,7 @@ print(threading.get_intra_op_parallelism_threads(), threading.get_inter_op_paral
 """
 
 
+@pytest.mark.integration
 def test_tensorflow_runs_on_the_threads_ray_reserved_and_grows_gpu_memory():
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     out = subprocess.run([sys.executable, "-c", CODE], env=env, capture_output=True, text=True,

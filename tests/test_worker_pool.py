@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 
 from benchmarks import datasets, runner
 from benchmarks.cli import main
@@ -25,6 +26,7 @@ from benchmarks.worker_pool import WorkerPool, next_cell
 from test_runner import finished, write_suite  # the runner tests' 4-cell suite
 
 
+@pytest.mark.integration
 def test_two_workers_killed_with_kill_minus_nine_then_resumed(tmp_path):
     """Killed once a record exists: its workers end with it, every record it left is
     kept as it was, and the resumed run writes each missing cell once."""
@@ -74,6 +76,7 @@ def mini_at_epsilon_one(tmp_path: Path):
     return dataclasses.replace(mini, cells=tuple(c for c in mini.cells if c.epsilon == 1))
 
 
+@pytest.mark.integration
 def test_a_cell_whose_worker_dies_is_retried_then_recorded_as_failed(tmp_path):
     results, attempts = tmp_path / "results", tmp_path / "attempts"
     attempts.mkdir()
@@ -101,6 +104,7 @@ def _encoder_entry(data_dir: str, ready, answers) -> None:
     answers.put(features.cached)
 
 
+@pytest.mark.integration
 def test_two_processes_asking_for_one_cache_entry_train_it_once(tmp_path):
     """The SSL encoder's cache (PATE's teachers take the same lock): one process trains
     the entry, the other waits and loads it."""
