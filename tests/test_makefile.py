@@ -1,5 +1,5 @@
-"""A fresh clone without Python 3.11: `make bench` and `make test` say so in one line,
-naming ways to get it, instead of a shell error."""
+"""A fresh clone without Python 3.11: `make bench` and the test targets say so in one
+line, naming ways to get it, instead of a shell error. CI runs both test targets."""
 import shutil
 import subprocess
 from pathlib import Path
@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="no make here")
-@pytest.mark.parametrize("target", ["bench", "test"])
+@pytest.mark.parametrize("target", ["bench", "test", "test-integration"])
 def test_a_missing_python_is_one_line_naming_ways_to_get_it(tmp_path, target):
     for name in ("Makefile", "pyproject.toml", "constraints.txt"):
         shutil.copy(ROOT / name, tmp_path)
@@ -23,3 +23,11 @@ def test_a_missing_python_is_one_line_naming_ways_to_get_it(tmp_path, target):
     for way in ("pyenv", "deadsnakes", "conda", "uv python install", "< 3.12"):
         assert way in ours[0], way
     assert not (tmp_path / ".venv").exists()
+
+
+def test_the_two_test_targets_split_the_tests_and_ci_runs_both():
+    makefile = (ROOT / "Makefile").read_text()
+    assert "$(PYTEST) -m 'not integration'" in makefile
+    assert "$(PYTEST) -m integration" in makefile
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert "make test" in ci and "make test-integration" in ci
