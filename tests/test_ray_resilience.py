@@ -1,7 +1,7 @@
 """Suites on Ray that lose a process: the driver killed, then the suite finished
 locally; a cell whose worker dies retried, then recorded as failed. Both run on one Ray
-instance (ray_address), as drivers share a cluster. Apart from the
-smoke suite's tests (tests/test_ray_executor.py), so the two pytest workers share them."""
+instance (ray_address), as drivers share a cluster. Apart from the smoke suite's tests
+(tests/test_ray_executor.py), so the two pytest workers share them."""
 from __future__ import annotations
 
 import json
