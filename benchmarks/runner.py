@@ -12,7 +12,6 @@ import benchmarks.numerics  # noqa: F401  (first: see benchmarks/numerics.py)
 
 import datetime as dt
 import os
-import subprocess
 import sys
 import time
 import traceback
@@ -23,7 +22,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 from tqdm import tqdm
 
-from benchmarks import catalogue, datasets
+from benchmarks import catalogue, code_version, datasets
 from benchmarks.audit.training import CONFIDENCE as AUDIT_CONFIDENCE
 from benchmarks.context import RunContext
 from benchmarks.contract import Dataset, Method, Split
@@ -35,7 +34,6 @@ from benchmarks.suites import Cell, Suite
 from benchmarks.tf_runtime import cpu_model, numerics, pin_threads, training_device
 from benchmarks.tuning import PrivatelyTuned
 
-REPO = Path(__file__).resolve().parent.parent
 PACKAGES = ("tensorflow", "keras", "tensorflow-privacy", "dp-accounting", "numpy",
             "scipy", "scikit-learn", "pandas")
 
@@ -271,20 +269,10 @@ def provenance(numerics: dict[str, Any], device: str | None = None) -> dict[str,
     bits."""
     if device is None:
         device = training_device()
-    return {"git_commit": _git("rev-parse", "HEAD"),
-            "git_dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
+    return {"git_commit": code_version.commit(), "git_dirty": code_version.dirty(),
             "packages": {p: package_version(p) for p in PACKAGES},
             "python": sys.version.split()[0], "device": device,
             "cpu": cpu_model(), "cores": os.cpu_count(), **numerics}
-
-
-def _git(*args: str) -> str:
-    try:
-        out = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True,
-                             timeout=10, check=True)
-        return out.stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
 
 
 def package_version(package: str) -> str:

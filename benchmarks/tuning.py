@@ -32,17 +32,23 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import hashlib
 import itertools
+import json
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
 
+from benchmarks import code_version
+from benchmarks.atomic import atomic_write
 from benchmarks.context import RunContext
 from benchmarks.contract import Budget, Method, Split
 from benchmarks.errors import InputError
 from benchmarks.privacy import (Accountant, Field, Kind, Ledger, PrivacyNotion, Protects,
                                 Touches, rdp)
 from benchmarks.privacy import selection
+from benchmarks.tf_runtime import numerics
 
 SEARCH_KEYS = {"space", "mean_candidates", "shape", "validation_share"}
 # The candidate budget is searched to this relative precision.
@@ -158,6 +164,28 @@ def observed_selected(ledger: Ledger, selected: Ledger, rows: np.ndarray) -> Non
     ledger.model_releases = list(selected.model_releases)
 
 
+class SavedProgress(selection.Progress):
+    """A selection's scores kept in a file as they come, so that an interrupted cell
+    resumes at its next candidate; the file goes when the selection ends. Like the
+    candidates' models, the scores are private: they stay in the data folder's cache."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        self.path = path
+        if path.exists():
+            self.scores = {int(j): float(score)
+                           for j, score in json.loads(path.read_text()).items()}
+
+    def record(self, index: int, score: float) -> None:
+        super().record(index, score)
+        with atomic_write(self.path) as f:
+            json.dump({str(j): score for j, score in self.scores.items()}, f)
+
+    def clear(self) -> None:
+        super().clear()
+        self.path.unlink(missing_ok=True)
+
+
 class PrivatelyTuned(Method):
     """One method's cell, its settings chosen by private selection from ``search``."""
 
@@ -220,8 +248,12 @@ class PrivatelyTuned(Method):
         inner_notion = self.method_cls.notion_for(Budget(epsilon, self.budget.delta),
                                                   self.hparams)
 
+        drawn: list[dict[str, Any]] = []  # in candidate order, whichever candidates run
+
         def candidate(j: int) -> tuple[Candidate, np.ndarray, float]:
-            point = grid[int(draws.integers(len(grid)))]
+            while len(drawn) <= j:
+                drawn.append(grid[int(draws.integers(len(grid)))])
+            point = drawn[j]
             context = RunContext(seed=self.ctx.seed_for(f"candidate {j}"),
                                  data_dir=self.ctx.data_dir,
                                  progress=lambda m: self.progress(f"candidate {j + 1}: {m}"),
@@ -245,7 +277,7 @@ class PrivatelyTuned(Method):
                               f"{self.budget.epsilon:g}")
         self.selected = selection.select(
             self.ctx.ledger, Touches(field), self.search.law(), self.envelope(epsilon, len(part)),
-            number, candidate)
+            number, candidate, self.progress_of_selection(train))
         # K and the other candidates are not covered by the selection's epsilon.
         self.ctx.diagnose(selection=self.selected.private)
         observed_selected(self.ctx.ledger, self.selected.result.ledger, keep)
@@ -257,6 +289,29 @@ class PrivatelyTuned(Method):
             "selected_noisy_validation_accuracy_pct":
                 100.0 * self.selected.score / len(held_out)}
         return self
+
+    def progress_of_selection(self, train: Split) -> selection.Progress:
+        """Where the selection keeps its scores: a file keyed by all that its candidates'
+        results depend on (the code, the data, the cell's settings and seed, and the
+        numerics), or memory alone when the checkout has edits, since its commit no
+        longer names its code."""
+        if code_version.dirty():
+            self.progress("the checkout has edits: an interrupted selection will restart")
+            return selection.Progress()
+        digest = hashlib.sha256()
+        for array in (train.x, train.y):
+            digest.update(np.ascontiguousarray(array).data)
+        digest.update(json.dumps({
+            "code": code_version.commit(), "method": self.name, "seed": self.seed,
+            "epsilon": self.budget.epsilon, "delta": self.budget.delta,
+            "hparams": self.hparams, "search": self.search.as_dict(), **numerics()},
+            sort_keys=True, default=repr).encode())
+        path = (self.ctx.data_root() / "cache" / "private-selection"
+                / f"{digest.hexdigest()[:32]}.json")
+        saved = SavedProgress(path)
+        if saved.scores:
+            self.progress(f"resuming after {len(saved.scores)} scored candidate(s)")
+        return saved
 
     @property
     def model(self) -> Method:

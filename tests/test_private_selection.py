@@ -4,7 +4,8 @@ from the theorem's statement; the law of K is the truncated negative binomial, d
 stated; the guarantee holds exactly on a small mechanism over all its outputs and both
 neighbours, where a fixed K breaks it; the validation count is epsilon-DP exactly; and a
 tuned fit is charged the selection alone, keeps K private, stops a candidate that spends
-more than it was charged for, and replays."""
+more than it was charged for, and replays; an interrupted selection resumes and releases
+what the uninterrupted one releases."""
 from __future__ import annotations
 
 import math
@@ -19,7 +20,8 @@ from benchmarks.contract_checks import tiny_data
 from benchmarks.errors import InputError
 from benchmarks.privacy import LABEL_DP_PURE, Ledger, Touches, labels, rdp, replay
 from benchmarks.privacy.notions import Field
-from benchmarks.privacy.selection import (Repetitions, noisy_correct_count, select,
+from benchmarks import tuning
+from benchmarks.privacy.selection import (Progress, Repetitions, noisy_correct_count, select,
                                           selection_curve)
 from benchmarks.tuning import PrivatelyTuned, Search, validation_split
 from methods.lp_mst import LP1ST
@@ -291,3 +293,99 @@ def test_the_validation_score_is_within_what_the_selection_was_charged_for(tiny)
     train, _, k = tiny
     model = tuned(Silent).fit(train, k)
     assert model.spent().epsilon > 0
+
+
+# --- resuming an interrupted selection ---------------------------------------------------
+
+RESUMED_LAW = Repetitions(6, 1)
+RESUMED_SEED = 4  # K = 16 under RESUMED_LAW
+# The first two of the best are tied and come early, the overall best comes late.
+RESUMED_SCORES = [3.0, 7.0, 7.0, 1.0, 5.0, 6.0, 2.0, 9.0, *[0.5] * 8]
+
+
+def selection_with(progress, stop_at=None):
+    """A selection whose candidate j scores RESUMED_SCORES[j]; it is interrupted when it
+    starts candidate ``stop_at``. Returns (its result, the candidates it ran)."""
+    ran = []
+
+    def candidate(j):
+        if j == stop_at:
+            raise KeyboardInterrupt
+        ran.append(j)
+        return f"model {j}", np.zeros(ORDERS.shape), RESUMED_SCORES[j]
+
+    chosen = select(Ledger(), Touches(Field.LABELS), RESUMED_LAW, rdp.pure_rdp(0.5),
+                    np.random.default_rng(RESUMED_SEED), candidate, progress)
+    return chosen, ran
+
+
+@pytest.mark.parametrize("stop_at", range(1, 16))
+def test_a_resumed_selection_releases_what_the_uninterrupted_one_releases(stop_at):
+    whole, ran = selection_with(None)
+    assert ran == list(range(16)) and (whole.result, whole.score) == ("model 7", 9.0)
+    progress = Progress()
+    with pytest.raises(KeyboardInterrupt):
+        selection_with(progress, stop_at)
+    assert progress.scores == dict(enumerate(RESUMED_SCORES[:stop_at]))
+    resumed, ran = selection_with(progress)
+    assert (resumed.result, resumed.score, resumed.private) == (
+        whole.result, whole.score, whole.private)
+    # It runs again only the first of its best scored candidates, for its result.
+    best = int(np.argmax(RESUMED_SCORES[:stop_at]))
+    assert ran == [best, *range(stop_at, 16)]
+    assert progress.scores == {}  # a finished selection leaves nothing to resume
+
+
+def test_a_resumed_candidate_that_does_not_reproduce_its_score_stops_the_selection():
+    progress = Progress()
+    progress.scores = {0: 3.0, 1: 8.0}  # candidate 1 scores 7.0 when it runs again
+    with pytest.raises(InputError, match="did not reproduce the score"):
+        selection_with(progress)
+    assert progress.scores == {}
+
+
+class Logged(LP1ST):
+    """An LP-1ST that logs the seed and settings of each fit, and is interrupted (a stop,
+    a Ctrl-C) at its fit number ``stop_at``."""
+
+    fits: list[tuple[int, float]] = []
+    stop_at: int | None = None
+
+    def fit(self, train, num_classes):
+        Logged.fits.append((self.seed, self.hparams["peak_lr"]))
+        if len(Logged.fits) == Logged.stop_at:
+            raise KeyboardInterrupt
+        return super().fit(train, num_classes)
+
+
+def test_an_interrupted_tuned_fit_resumes_from_its_saved_scores(tiny, tmp_path, monkeypatch):
+    monkeypatch.setattr(tuning.code_version, "dirty", lambda: False)
+    train, test_x, k = tiny
+
+    def fit(data_dir, stop_at=None):
+        Logged.fits, Logged.stop_at = [], stop_at
+        model = PrivatelyTuned(Logged, BUDGET, SEARCH, context=RunContext(
+            seed=6, data_dir=data_dir), **LP1ST.tiny_hparams).fit(train, k)
+        return model, model.predict_proba(test_x), Logged.fits
+
+    whole, proba, trained = fit(tmp_path / "whole")
+    # Six candidates whose drawn settings alternate: a shifted draw would show.
+    assert whole.ctx.diagnostics["selection"]["candidates"] == 6
+    rates = [lr for _, lr in trained]
+    assert rates[0] != rates[1] and rates == rates[:2] * 3
+    with pytest.raises(KeyboardInterrupt):
+        fit(tmp_path / "resumed", stop_at=4)
+    (saved,) = (tmp_path / "resumed" / "cache" / "private-selection").glob("*.json")
+    resumed, again, retrained = fit(tmp_path / "resumed")
+    assert np.array_equal(again, proba) and resumed.details == whole.details
+    # One scored candidate again, then the unscored ones, each with its own settings.
+    assert len(retrained) == 4 and set(retrained) <= set(trained)
+    assert retrained[1:] == trained[3:]
+    assert not saved.exists()
+
+
+def test_a_checkout_with_edits_keeps_no_scores(tiny, tmp_path, monkeypatch):
+    monkeypatch.setattr(tuning.code_version, "dirty", lambda: True)
+    model = PrivatelyTuned(LP1ST, BUDGET, SEARCH, context=RunContext(seed=0, data_dir=tmp_path),
+                           **LP1ST.tiny_hparams)
+    assert type(model.progress_of_selection(tiny[0])) is Progress

@@ -19,6 +19,9 @@ weaker).
 
 A candidate is charged to a ledger of its own, and its curve must stay within the one
 the selection was charged for: a candidate that spends more stops the selection.
+
+A selection may keep its scores as they come (``Progress``): interrupted, it resumes at
+its next candidate and releases what the uninterrupted run would have released.
 """
 from __future__ import annotations
 
@@ -137,25 +140,62 @@ class Selected:
     private: dict[str, Any]
 
 
+class Progress:
+    """The noisy scores of a selection's finished candidates, by index: a private
+    diagnostic, never published. This one lives in memory; a subclass that keeps them in
+    a file lets an interrupted selection resume, and must key the file by everything the
+    candidates' results depend on, since a resumed selection trusts the scores it finds."""
+
+    def __init__(self) -> None:
+        self.scores: dict[int, float] = {}
+
+    def record(self, index: int, score: float) -> None:
+        self.scores[index] = score
+
+    def clear(self) -> None:
+        self.scores = {}
+
+
 def select(ledger: Ledger, touches: Touches, law: Repetitions, candidate_curve: np.ndarray,
            rng: np.random.Generator,
-           candidate: Callable[[int], tuple[Any, np.ndarray, float]]) -> Selected:
+           candidate: Callable[[int], tuple[Any, np.ndarray, float]],
+           progress: Progress | None = None) -> Selected:
     """Charge ``ledger`` for the best of K candidates, each within ``candidate_curve``,
     draw K, and run ``candidate(j)`` for j = 0..K-1: each returns (result, the RDP curve
     its own ledger composed to, its noisy score). Returns the candidate with the highest
-    score (the first of equal ones)."""
+    score (the first of equal ones).
+
+    With ``progress``, each score is kept as it comes, and a resumed selection runs only
+    the candidates it has no score of, and its best scored one again for its result: that
+    one must reproduce its score, or the progress is discarded and the selection stops.
+    """
     candidate_curve = np.asarray(candidate_curve, dtype=np.float64)
     Ledger.of(ledger, MECHANISM).charge(
         MECHANISM, touches, RdpCurve(tuple(selection_curve(candidate_curve, law))),
         **law.as_dict())
     count = law.draw(rng)
+    scored = dict(progress.scores) if progress else {}
+    # The first of the best scored: the one whose result the loop must have again.
+    rerun = max(scored, key=lambda j: (scored[j], -j)) if scored else None
     best: tuple[float, int, Any] | None = None
     for j in range(count):
-        result, spent, score = candidate(j)
-        if np.any(np.asarray(spent) > candidate_curve * (1 + _CURVE_SLACK) + _CURVE_SLACK):
-            raise InputError(f"candidate {j + 1} of the private selection spent more than "
-                             f"the curve the selection was charged for")
+        if j in scored and j != rerun:
+            result, score = None, scored[j]  # cannot beat the rerun one: never released
+        else:
+            result, spent, score = candidate(j)
+            if np.any(np.asarray(spent) > candidate_curve * (1 + _CURVE_SLACK) + _CURVE_SLACK):
+                raise InputError(f"candidate {j + 1} of the private selection spent more than "
+                                 f"the curve the selection was charged for")
+            if j in scored and score != scored[j]:
+                progress.clear()
+                raise InputError(f"candidate {j + 1} did not reproduce the score it had before "
+                                 f"the selection was interrupted; its progress is discarded, "
+                                 f"run it again")
+            if progress:
+                progress.record(j, score)
         if best is None or score > best[0]:
             best = (score, j, result)
+    if progress:
+        progress.clear()
     score, index, result = best
     return Selected(result, score, {"candidates": count, "selected": index})
