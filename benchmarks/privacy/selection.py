@@ -174,7 +174,7 @@ def select(ledger: Ledger, touches: Touches, law: Repetitions, candidate_curve: 
         MECHANISM, touches, RdpCurve(tuple(selection_curve(candidate_curve, law))),
         **law.as_dict())
     count = law.draw(rng)
-    scored = dict(progress.scores) if progress else {}
+    scored = dict(progress.scores) if progress is not None else {}
     # The first of the best scored: the one whose result the loop must have again.
     rerun = max(scored, key=lambda j: (scored[j], -j)) if scored else None
     best: tuple[float, int, Any] | None = None
@@ -191,11 +191,11 @@ def select(ledger: Ledger, touches: Touches, law: Repetitions, candidate_curve: 
                 raise InputError(f"candidate {j + 1} did not reproduce the score it had before "
                                  f"the selection was interrupted; its progress is discarded, "
                                  f"run it again")
-            if progress:
+            if progress is not None:
                 progress.record(j, score)
         if best is None or score > best[0]:
             best = (score, j, result)
-    if progress:
+    if progress is not None:
         progress.clear()
     score, index, result = best
     return Selected(result, score, {"candidates": count, "selected": index})
