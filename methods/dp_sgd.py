@@ -146,7 +146,8 @@ class DPSGD(NoisyGradientMethod):
             noise_multiplier=calibration["noise_multiplier"], clip_norm=float(h["clip_norm"]),
             peak_lr=float(h["peak_lr"]), warmup=float(h["warmup"]),
             momentum=float(h["momentum"]), seed=self.ctx.seed_for("sampling and noise"),
-            ledger=self.ctx.ledger, progress=self.progress, schedule=self.schedule)
+            ledger=self.ctx.ledger, progress=self.progress, schedule=self.schedule,
+            sensitivity=self.gradient_sensitivity)
         self._model, self._calibration = model, calibration
         return self
 

@@ -52,15 +52,16 @@ def fit(model: tf.keras.Model, x: np.ndarray, labels: np.ndarray, *, steps: int,
         sampling_rate: float, noise_multiplier: float, clip_norm: float, peak_lr: float,
         warmup: float, momentum: float, seed: int, ledger: Ledger,
         progress: Callable[[str], None] = lambda message: None, label: str = "",
-        schedule: str = "linear") -> None:
+        schedule: str = "linear", sensitivity: float = 1.0) -> None:
     """Train ``model`` (logits out) with DP-SGD for ``steps`` Poisson-sampled steps,
     charged to ``ledger`` before the first step; the learning rate follows ``schedule``
-    (a WarmupSchedule decay) after the warm-up."""
+    (a WarmupSchedule decay) after the warm-up. ``sensitivity``: how far one neighbour
+    moves the clipped sum, in clip norms (2 under label substitution)."""
     optimizer = tf.keras.optimizers.SGD(WarmupSchedule(peak_lr, steps, warmup, schedule),
                                         momentum=momentum)
     mechanism = NoisyClippedSum(ledger, dataset_size=len(labels), sampling_rate=sampling_rate,
                                 noise_multiplier=noise_multiplier, clip_norm=clip_norm,
-                                steps=steps, seed=seed)
+                                steps=steps, seed=seed, sensitivity=sensitivity)
     step = DPSGDStep(model, x, labels, mechanism=mechanism, optimizer=optimizer)
     per_epoch = max(1, round(1 / sampling_rate))
     seen, loss_sum = 0, 0.0
