@@ -211,7 +211,7 @@ def _check_settings(method: type, budget: Budget, overrides: dict[str, Any], whe
         if search is None:
             method(budget, seed=0, **overrides)
         else:
-            check_tunable(method, budget, overrides, search, where)
+            check_tunable(method, budget, overrides, search)
     except ValueError as err:
         raise SuiteError(f"{where}: {method.name}: {err}") from None
 

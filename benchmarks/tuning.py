@@ -27,6 +27,7 @@ selection's theorem gives.
     mean_candidates = 3
     shape = 0                 # 0 logarithmic, 1 geometric
     validation_share = 0.1
+    validation_split = "coins"  # each row held out by its own coin (needed under add/remove)
 """
 from __future__ import annotations
 
@@ -45,12 +46,17 @@ from benchmarks.atomic import atomic_write
 from benchmarks.context import RunContext
 from benchmarks.contract import Budget, Method, Split
 from benchmarks.errors import InputError
-from benchmarks.privacy import (Accountant, Field, Kind, Ledger, PrivacyNotion, Protects,
-                                Touches, rdp)
+from benchmarks.privacy import (Accountant, Field, Kind, Ledger, Neighbours, PrivacyNotion,
+                                Protects, Touches, rdp)
 from benchmarks.privacy import selection
 from benchmarks.tf_runtime import numerics
 
 SEARCH_KEYS = {"space", "mean_candidates", "shape", "validation_share"}
+# How the validation rows are drawn: "fixed share", a seeded permutation's last
+# round(share x N) rows; or "coins", each row by an independent coin of probability share.
+# Only coins keep the two parts independent of the other records under add/remove
+# neighbours (adding a record to a fixed-size split moves another between the parts).
+FIXED_SHARE, COINS = "fixed share", "coins"
 # The candidate budget is searched to this relative precision.
 _PRECISION = 1e-3
 
@@ -64,12 +70,15 @@ class Search:
     mean_candidates: float
     shape: float
     validation_share: float
+    validation_split: str = FIXED_SHARE
 
     @classmethod
     def from_dict(cls, data: Any, where: str = "search") -> "Search":
-        if not isinstance(data, dict) or set(data) != SEARCH_KEYS:
+        if not isinstance(data, dict) or not SEARCH_KEYS <= set(data) <= SEARCH_KEYS | {
+                "validation_split"}:
             raise InputError(f"{where}: a search needs exactly the keys "
-                             f"{', '.join(sorted(SEARCH_KEYS))}")
+                             f"{', '.join(sorted(SEARCH_KEYS))}, and may have "
+                             f"validation_split")
         space = data["space"]
         if not isinstance(space, dict) or not space or not all(
                 isinstance(values, list) and values and len(set(map(repr, values))) == len(values)
@@ -79,8 +88,12 @@ class Search:
         share = data["validation_share"]
         if not (isinstance(share, (int, float)) and 0 < share < 1):
             raise InputError(f"{where}: validation_share must be in (0, 1), got {share!r}")
+        split = data.get("validation_split", FIXED_SHARE)
+        if split not in (FIXED_SHARE, COINS):
+            raise InputError(f"{where}: validation_split must be {FIXED_SHARE!r} or "
+                             f"{COINS!r}, got {split!r}")
         search = cls(tuple(sorted((key, tuple(values)) for key, values in space.items())),
-                     data["mean_candidates"], data["shape"], float(share))
+                     data["mean_candidates"], data["shape"], float(share), split)
         search.law()  # its checks
         return search
 
@@ -94,9 +107,14 @@ class Search:
                 for values in itertools.product(*(values for _, values in self.space))]
 
     def as_dict(self) -> dict[str, Any]:
+        """The search as a configuration's identity holds it; a fixed-share split, the
+        first kind, is left unnamed so that its identities stay those it was archived
+        with."""
+        split = {} if self.validation_split == FIXED_SHARE else {
+            "validation_split": self.validation_split}
         return {"space": {key: list(values) for key, values in self.space},
                 "mean_candidates": self.mean_candidates, "shape": self.shape,
-                "validation_share": self.validation_share}
+                "validation_share": self.validation_share, **split}
 
 
 def tuned_notion(notion: PrivacyNotion) -> PrivacyNotion:
@@ -105,39 +123,48 @@ def tuned_notion(notion: PrivacyNotion) -> PrivacyNotion:
 
 
 def check_tunable(method_cls: type[Method], budget: Budget, hparams: dict[str, Any],
-                  search: Search, where: str) -> None:
+                  search: Search) -> None:
     """InputError (one line) unless every grid point is a valid setting of a central-DP
     method at a finite budget with a delta."""
     fixed = sorted(set(hparams) & {key for key, _ in search.space})
     if fixed:
-        raise InputError(f"{where}: {', '.join(fixed)} both fixed and searched")
+        raise InputError(f"{', '.join(fixed)} both fixed and searched")
     unknown = sorted({key for key, _ in search.space} - set(method_cls.defaults))
     if unknown:
-        raise InputError(f"{where}: {method_cls.name} has no hyperparameter(s) {unknown}")
+        raise InputError(f"{method_cls.name} has no hyperparameter(s) {unknown}")
     if not budget.private or not 0 < budget.delta < 1:
-        raise InputError(f"{where}: private selection needs a finite epsilon and a delta in "
+        raise InputError(f"private selection needs a finite epsilon and a delta in "
                          f"(0, 1), got epsilon {budget.epsilon:g}, delta {budget.delta:g}")
     if method_cls.public_part is not Method.public_part:
-        raise InputError(f"{where}: {method_cls.name} takes public test inputs, which a "
+        raise InputError(f"{method_cls.name} takes public test inputs, which a "
                          f"private selection does not hand on")
     notion = method_cls.notion_for(budget, {**hparams, **search.grid()[0]})
     if notion.protects not in (Protects.LABELS, Protects.RECORDS):
-        raise InputError(f"{where}: {method_cls.name} protects {notion.protects.value}; "
+        raise InputError(f"{method_cls.name} protects {notion.protects.value}; "
                          f"private selection covers central label-DP and full DP")
+    if notion.neighbours is Neighbours.ADD_REMOVE and search.validation_split != COINS:
+        raise InputError(f"under add/remove neighbours a validation split of fixed "
+                         f"size is not parallel to training (adding a record moves another "
+                         f"between the parts); set validation_split = \"{COINS}\"")
     for point in search.grid():
         method_cls(budget, seed=0, **hparams, **point)
 
 
-def validation_split(size: int, share: float, rng: np.random.Generator
-                     ) -> tuple[np.ndarray, np.ndarray]:
-    """(training rows, validation rows): a seeded permutation of the rows, never looked
-    at the data; the validation part gets round(share x size) rows."""
-    order = rng.permutation(size)
-    cut = size - int(round(share * size))
-    if not 0 < cut < size:
+def validation_split(size: int, share: float, rng: np.random.Generator,
+                     split: str = FIXED_SHARE) -> tuple[np.ndarray, np.ndarray]:
+    """(training rows, validation rows), drawn without looking at the data: with a fixed
+    share, a seeded permutation's last round(share x size) rows; with coins, each row
+    by its own coin of probability ``share`` (row i's coin is the stream's i-th draw, so
+    a record added at the end leaves every other row's part as it was)."""
+    if split == COINS:
+        held = rng.random(size) < share
+    else:
+        held = np.zeros(size, bool)
+        held[rng.permutation(size)[size - int(round(share * size)):]] = True
+    if held.all() or not held.any():
         raise InputError(f"a validation share of {share:g} leaves no rows on one side of "
                          f"{size}")
-    return np.sort(order[:cut]), np.sort(order[cut:])
+    return np.flatnonzero(~held), np.flatnonzero(held)
 
 
 class Candidate(NamedTuple):
@@ -238,7 +265,8 @@ class PrivatelyTuned(Method):
 
     def fit(self, train: Split, num_classes: int) -> "PrivatelyTuned":
         keep, held_out = validation_split(len(train), self.search.validation_share,
-                                          self.ctx.rng("validation split"))
+                                          self.ctx.rng("validation split"),
+                                          self.search.validation_split)
         part = Split(train.x[keep], train.y[keep])
         epsilon = self.candidate_epsilon(len(part))
         score_epsilon = selection.score_epsilon(epsilon)
