@@ -161,9 +161,11 @@ def _sources(records: pd.DataFrame, submissions: Sequence[bundle.Submission]) ->
     machine that built it."""
     archived = int(records["source"].isin([ARCHIVED, BOTH]).sum())
     local = int(records["source"].isin([LOCAL, BOTH]).sum())
+    packages = ", ".join(submission.package for submission in submissions)
     return ([f"the archive ({_count(archived, 'record')})"] if archived else []) + (
-        [f"{_count(local, 'local record')}"] if local else []) + [
-        f"the third-party submission of {submission.package}" for submission in submissions]
+        [f"{_count(local, 'local record')}"] if local else []) + (
+        [f"the third-party submission{'s' if len(submissions) > 1 else ''} of {packages}"]
+        if submissions else [])
 
 
 def _count(number: int, noun: str) -> str:
