@@ -81,3 +81,22 @@ def test_the_readmes_times_are_the_measured_ones_of_the_set_up_page():
     assert f"about {round(bench)} minutes" in first_block.splitlines()[0]
     assert f"about {round(test / 60)} minutes (its pytest under 8)" in first_block
     assert pytest_s < 8 * 60
+
+
+def test_the_suites_page_counts_each_suites_cells():
+    """The first number of cells in each suite's entry of docs/suites.md is the suite's;
+    the quick suite's entry also counts its twins and its cells at the archive's seeds."""
+    from benchmarks.suites import load_suite
+
+    text = " ".join((ROOT / "docs" / "suites.md").read_text().split())
+    entries = dict(re.findall(r" - `([\w-]+)`: (.*?)(?= - `[\w-]+`: |$)", text))
+    counted = {name: int(found.group(1)) for name, entry in entries.items()
+               if (found := re.search(r"(\d+) cells", entry))}
+    assert {"quick", "table4-cpu", "label-dp-small", "label-dp-small-tuned"} <= set(counted)
+    for name, count in counted.items():
+        assert count == len(load_suite(name).cells), name
+    quick, archived = load_suite("quick"), load_suite("quick", [0, 1, 2])
+    twins = sum(cell.audit for cell in quick.cells)
+    assert f"{len(quick.cells)} cells, {twins} of them audited twins" in entries["quick"]
+    assert f"--seeds 0,1,2`, its manifest's command: {len(archived.cells)} cells" in \
+        entries["quick"]
