@@ -27,7 +27,7 @@ from benchmarks.errors import PrivboardError
 from benchmarks.records import SHUFFLED_BATCHES
 from reports.audits import attach_audits
 from reports.claims import check_claims
-from reports.load import ARCHIVED, BOTH, LOCAL, ReportError, load_records
+from reports.load import ARCHIVED, BOTH, LOCAL, ReportError, folders_of, load_records
 from reports.rows import compute_rows, metric_by_dataset
 from reports.verifications import attach_verifications
 
@@ -54,7 +54,7 @@ def build(results: Path | Sequence[Path] | None, out: Path, tolerance: float = 1
     """
     out = Path(out)
     check_site_folder(out)
-    board = _leaderboard(_folders(results), tolerance, current_configs, show_superseded,
+    board = _leaderboard(folders_of(results), tolerance, current_configs, show_superseded,
                          archive, submissions)
     # matplotlib is slow to import: --help and bad input stay instant without it.
     from reports.render import write_site
@@ -83,12 +83,6 @@ def check_site_folder(out: Path) -> None:
                           f"whole: give a new or empty folder, or remove it first")
 
 
-def _folders(results: Path | Sequence[Path] | None) -> list[Path]:
-    if results is None:
-        return []
-    return [Path(results)] if isinstance(results, (str, Path)) else [Path(r) for r in results]
-
-
 def load_rows(results: Path | str | None = DEFAULT_RESULTS,
               archive: Path | str | None = archive_store.ARCHIVE,
               tolerance: float = 1.0) -> pd.DataFrame:
@@ -101,7 +95,7 @@ def load_rows(results: Path | str | None = DEFAULT_RESULTS,
     archive = Path(archive) if archive is not None else None
     if archive is None and results is None:
         raise ReportError("no records to read: no archive and no results folder")
-    return _leaderboard(_folders(results), tolerance, None, False, archive, ()).rows
+    return _leaderboard(folders_of(results), tolerance, None, False, archive, ()).rows
 
 
 class _Leaderboard(NamedTuple):

@@ -52,9 +52,8 @@ def load_records(results: Path | Sequence[Path] | None, metric_of: Mapping[str, 
     methods' audit protocols) supersedes the audited twins of earlier protocols;
     ``chosen_of`` (the catalogue's declarations) says how a configuration's settings were
     chosen, where its records, made before they carried it, do not."""
-    folders = [] if results is None else [results] if isinstance(results, Path) else results
     local: list[RunRecord] = []
-    for folder in folders:  # a cell found in several folders counts once: the first's
+    for folder in folders_of(results):  # a cell in several folders counts once: the first's
         seen = {record.cell_id for record in local}
         local += [record for record in _whole_records(folder) if record.cell_id not in seen]
     here = {record.cell_id for record in local}
@@ -69,6 +68,13 @@ def load_records(results: Path | Sequence[Path] | None, metric_of: Mapping[str, 
     return records.astype({"epsilon": float, "delta": float, "spent_epsilon": float,
                            "value": float, "superseded": bool, "audit": bool,
                            "wall_time_s": float, "no_proven_bound": bool})
+
+
+def folders_of(results: Path | str | Sequence[Path | str] | None) -> list[Path]:
+    """One folder of records, several, or None: as a list."""
+    if results is None:
+        return []
+    return [Path(results)] if isinstance(results, (str, Path)) else [Path(r) for r in results]
 
 
 def _whole_records(results: Path) -> Iterator[RunRecord]:
