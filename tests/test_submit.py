@@ -325,6 +325,7 @@ def test_every_reason_an_audit_flags_its_claim_fails_a_check():
     assert all(check.passed for check in audit_checks(audit, "a cell"))
 
 
+@pytest.mark.integration  # a site built: tens of seconds
 def test_one_report_shows_local_runs_and_several_bundles_each_with_its_facts(
         submitted, tmp_path, capsys):
     """What make publish runs: one's own runs and any number of bundles in one site, each
