@@ -50,7 +50,8 @@ def load_records(results: Path | None, metric_of: Mapping[str, str],
     settings left it at the method's default. ``audit_protocol_of`` (the catalogue's
     methods' audit protocols) supersedes the audited twins of earlier protocols;
     ``chosen_of`` (the catalogue's declarations) says how a configuration's settings were
-    chosen, where its records, made before they carried it, do not."""
+    chosen; a record's own declaration counts only where the catalogue has none: a suite's
+    declaration may be reviewed and corrected, its records are never edited."""
     local = list(_whole_records(results)) if results is not None else []
     here = {record.cell_id for record in local}
     kept = {record.cell_id for record in archived}
@@ -89,7 +90,7 @@ def _flatten(record: RunRecord, metric_of: Mapping[str, str],
                               f"the headline metric of {record.dataset}")
         value = float(record.metrics[metric])
     notion = record.privacy.notion.as_dict()
-    chosen = Chosen.from_dict(record.settings_chosen or chosen_of.get(record.config_id))
+    chosen = Chosen.from_dict(chosen_of.get(record.config_id) or record.settings_chosen)
     spent = record.privacy.epsilon
     return {"path": str(record.path), "status": record.status, "suite": record.suite,
             "dataset": record.dataset, "method": record.method, "variant": record.variant,
