@@ -32,6 +32,7 @@ BADGES = {A_PRIORI: "a priori", PUBLISHED: "paper-tuned", PUBLIC: "public data",
 # others (a paper's for this dataset, tuned on its test split uncharged, or not saying),
 # which a user could not reproduce.
 HONEST_TRACK, TEST_TUNED_TRACK = "honest", "test-tuned"
+TRACKS = (HONEST_TRACK, TEST_TUNED_TRACK)
 
 
 def track_of(how: str) -> str:
