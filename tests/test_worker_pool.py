@@ -22,7 +22,8 @@ from benchmarks import datasets, runner
 from benchmarks.cli import main
 from benchmarks.records import read_records
 from benchmarks.suites import load_suite
-from benchmarks.worker_pool import WorkerPool, next_cell
+from benchmarks.schedule import next_cell
+from benchmarks.worker_pool import WorkerPool
 from test_runner import finished, write_suite  # the runner tests' 4-cell suite
 
 

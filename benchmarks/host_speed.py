@@ -1,0 +1,109 @@
+"""How fast this host trains a cell against the archive's reference host, from a
+calibration of a few seconds, and what starting a cell's worker process costs here.
+
+The calibration runs in fresh worker processes side by side, as many as the run's cells
+at a time, each on the cells' thread count: the conditions of a cell. Each measures, in
+processor time (a moment's load from other programs on a shared host would otherwise
+scale a whole run's estimate; the estimate is of this host's speed, not of its load)
+
+- its start-up until the harness, the methods and TensorFlow are loaded: what every cell
+  in a worker process of its own pays before its record's clock starts (every cell loads
+  TensorFlow, if only to pin its threads);
+- a training step of a fixed small network, the CPU CNN's shape (conv 32 5x5 stride 2,
+  conv 64 3x3 stride 2, dense 128, SGD) on fixed random 28x28 inputs in batches of 128:
+  the median of REPEATS epochs of STEPS steps, after a first epoch that traces it. Most
+  of a cell's time is such steps: oneDNN's convolution kernels, Keras's step in Python,
+  the optimiser's update. Unlike a matrix product alone, it gains or loses with all
+  three, and it is the same computation on every host.
+
+This host's slowdown is that step time over the same measurement on the reference host
+(REFERENCE_STEP_SECONDS); the network is defined here, not borrowed from a method, so a
+method's change leaves the reference valid.
+"""
+from __future__ import annotations
+
+import benchmarks.numerics  # noqa: F401  (first: see benchmarks/numerics.py)
+
+import dataclasses
+import multiprocessing
+import statistics
+import time
+from multiprocessing.connection import Connection
+
+STEPS, REPEATS, BATCH = 8, 3, 128
+# The step time and a worker's start-up on the reference host (AMD EPYC, 2 cores), two
+# calibrations side by side, each on one thread: the medians of 9 runs of `python -m
+# speed.bench_make_bench --calibrate 9` on 2026-11-28.
+REFERENCE_STEP_SECONDS = 0.033
+REFERENCE_STARTUP_S = 7.0
+
+
+@dataclasses.dataclass(frozen=True)
+class HostSpeed:
+    slowdown: float  # a cell's wall time here over its time on the reference host
+    startup_s: float  # the start-up of a worker process here
+    calibration_s: float  # what the calibration took; 0 if it did not run
+
+    def describe(self) -> str:
+        if not self.calibration_s:
+            return "at the reference host's speed (not calibrated)"
+        return (f"this host at {self.slowdown:.2f}x the reference host's time by a "
+                f"{self.calibration_s:.0f} s calibration, {self.startup_s:.1f} s to start "
+                f"a worker")
+
+
+REFERENCE = HostSpeed(1.0, REFERENCE_STARTUP_S, 0.0)
+
+
+def calibrate(processes: int) -> HostSpeed:
+    """Measure this host in ``processes`` worker processes side by side."""
+    context = multiprocessing.get_context("spawn")
+    start = time.perf_counter()
+    conns = []
+    for _ in range(processes):
+        ours, theirs = context.Pipe()
+        context.Process(target=_measure, args=(theirs,), daemon=True,
+                        name="privboard calibration").start()
+        theirs.close()
+        conns.append(ours)
+    startups, steps = zip(*(conn.recv() for conn in conns))
+    return HostSpeed(statistics.mean(steps) / REFERENCE_STEP_SECONDS,
+                     statistics.mean(startups), time.perf_counter() - start)
+
+
+def _measure(conn: Connection) -> None:
+    from benchmarks import runner  # noqa: F401  (what a worker process loads)
+    from benchmarks.registry import all_methods
+    from benchmarks.tf_runtime import pin_threads
+
+    all_methods()  # a cell's first look-up loads every method
+    pin_threads()  # and TensorFlow
+    conn.send((time.process_time(), step_seconds()))  # this process's time since it began
+
+
+def step_seconds() -> float:
+    """The median processor time of a training step of the calibration's network in this
+    process."""
+    import numpy as np
+    import tensorflow as tf
+
+    layers = tf.keras.layers
+    tf.keras.utils.set_random_seed(0)
+    rng = np.random.default_rng(0)
+    x = rng.random((STEPS * BATCH, 28, 28, 1), dtype=np.float32)
+    y = rng.integers(0, 10, STEPS * BATCH)
+    model = tf.keras.Sequential([
+        tf.keras.Input((28, 28, 1)),
+        layers.Conv2D(32, 5, strides=2, padding="same", activation="relu"),
+        layers.Conv2D(64, 3, strides=2, padding="same", activation="relu"),
+        layers.Flatten(), layers.Dense(128, activation="relu"), layers.Dense(10)])
+    model.compile(tf.keras.optimizers.SGD(0.01),
+                  tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    seconds: list[float] = []
+    began: list[float] = []
+    timer = tf.keras.callbacks.LambdaCallback(
+        on_epoch_begin=lambda epoch, logs: began.append(time.process_time()),
+        on_epoch_end=lambda epoch, logs: seconds.append(time.process_time() - began[-1]))
+    model.fit(x, y, batch_size=BATCH, epochs=1 + REPEATS, shuffle=False, verbose=0,
+              callbacks=[timer])
+    return statistics.median(seconds[1:]) / STEPS  # the first epoch traces the step
