@@ -35,7 +35,7 @@ STEPS, REPEATS, BATCH = 8, 3, 128
 # calibrations side by side, each on one thread: the medians of 9 runs of `python -m
 # speed.bench_make_bench --calibrate 9` on 2026-11-28.
 REFERENCE_STEP_SECONDS = 0.033
-REFERENCE_STARTUP_S = 7.0
+REFERENCE_STARTUP_S = 4.0
 
 
 @dataclasses.dataclass(frozen=True)

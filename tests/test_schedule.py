@@ -171,8 +171,17 @@ def test_a_cached_model_is_trained_once_and_its_cells_wait_for_it():
     # On two slots the second PATE cell lets the 200 s cell go first, and starts when
     # the first has trained the teachers: 200 s in all, not 10 + 200.
     assert simulate([pate[0], pate[1], other], durations, 2) == 200
-    todo = collections.deque([(pate[1], 0), (other, 0)])
-    assert next_cell(todo, [pate[0]]) == (other, 0)
+
+
+def test_cells_sharing_a_cached_model_start_side_by_side_only_when_nothing_else_is_left():
+    quick = load_suite("quick")
+    pate = [c for c in quick.cells if c.method.startswith("pate") and not c.audit]
+    twin = next(c for c in quick.cells if c.method.startswith("pate") and c.audit)
+    other = next(c for c in quick.cells if c.method == "dp-sgd")
+    todo = collections.deque([(pate[1], 0), (other, 0), (twin, 0)])
+    assert next_cell(todo, [pate[0]]) == (other, 0)  # the teachers are training
+    assert next_cell(todo, [pate[0]]) == (pate[1], 0)  # nothing else: it waits for them
+    assert next_cell(todo, [other]) == (twin, 0)
 
 
 def test_the_time_left_counts_down_from_the_costs(suite):
