@@ -33,14 +33,14 @@ class Estimate:
     bases: collections.Counter  # cells by what their cost is from
 
     def describe(self) -> str:
-        bases = ", ".join(f"{count} from {basis}" for basis, count in
+        bases = ", ".join(f"{count} cell(s) from {basis}" for basis, count in
                           sorted(self.bases.items(), key=lambda item:
                                  cell_costs.BASES.index(item[0])))
         where = (f"on {self.slots} worker(s)" if self.slots else
                  "of cell time (the Ray cluster's size decides the wall time)")
         return (f"expected: {_minutes(self.seconds)} {where}, an estimate from the "
-                f"archive's wall times of these cells' costs ({bases}; reference host "
-                f"{cell_costs.REFERENCE_CPU}), {self.speed.describe()}")
+                f"archive's wall times ({bases}, on the reference host, "
+                f"{cell_costs.REFERENCE_CPU}) {self.speed.describe()}")
 
 
 def expect(cells: list[Cell], slots: int | None, worker_each: bool, warm: set,

@@ -46,10 +46,10 @@ class HostSpeed:
 
     def describe(self) -> str:
         if not self.calibration_s:
-            return "at the reference host's speed (not calibrated)"
-        return (f"this host at {self.slowdown:.2f}x the reference host's time by a "
-                f"{self.calibration_s:.0f} s calibration, {self.startup_s:.1f} s to start "
-                f"a worker")
+            return (f"at its speed (not calibrated: a short run), {self.startup_s:.1f} s to "
+                    f"start a worker")
+        return (f"scaled by a {self.calibration_s:.0f} s calibration: this host at "
+                f"{self.slowdown:.2f}x its time, {self.startup_s:.1f} s to start a worker")
 
 
 REFERENCE = HostSpeed(1.0, REFERENCE_STARTUP_S, 0.0)
@@ -59,14 +59,17 @@ def calibrate(processes: int) -> HostSpeed:
     """Measure this host in ``processes`` worker processes side by side."""
     context = multiprocessing.get_context("spawn")
     start = time.perf_counter()
-    conns = []
+    running = []
     for _ in range(processes):
         ours, theirs = context.Pipe()
-        context.Process(target=_measure, args=(theirs,), daemon=True,
-                        name="privboard calibration").start()
+        process = context.Process(target=_measure, args=(theirs,), daemon=True,
+                                  name="privboard calibration")
+        process.start()
         theirs.close()
-        conns.append(ours)
-    startups, steps = zip(*(conn.recv() for conn in conns))
+        running.append((process, ours))
+    startups, steps = zip(*(conn.recv() for _, conn in running))
+    for process, _ in running:
+        process.join()
     return HostSpeed(statistics.mean(steps) / REFERENCE_STEP_SECONDS,
                      statistics.mean(startups), time.perf_counter() - start)
 

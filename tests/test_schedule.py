@@ -10,9 +10,10 @@ import multiprocessing
 import threading
 import types
 
+import psutil
 import pytest
 
-from benchmarks import datasets, estimate, ray_executor, runner, worker_pool
+from benchmarks import datasets, estimate, host_speed, ray_executor, runner, worker_pool
 from benchmarks.cell_costs import COLD_MODEL_SECONDS, CostTable, Timing
 from benchmarks.host_speed import HostSpeed
 from benchmarks.ray_executor import RayExecutor
@@ -221,7 +222,7 @@ def test_the_estimate_scales_the_costs_by_the_calibration(suite):
     assert found.seconds == 1010
     line = found.describe()
     assert line.startswith("expected: 16.8 min on 2 worker(s), an estimate")
-    assert "4 from their own records" in line and "2.00x" in line
+    assert "4 cell(s) from their own records" in line and "2.00x" in line
     # In this process: no worker to start, one cell at a time.
     alone = estimate.expect(cells, 1, worker_each=False, warm=set(), costs=costs,
                             calibrate=calibrate)
@@ -232,3 +233,14 @@ def test_a_short_run_is_not_calibrated(suite):
     found = estimate.expect(list(suite.cells), 2, worker_each=False, warm=set(),
                             costs=fake_costs(suite.cells, SECONDS), calibrate=no_calibration)
     assert found.seconds == 50 and "not calibrated" in found.describe()
+
+
+@pytest.mark.integration
+def test_the_calibration_measures_this_host_and_leaves_no_process():
+    """Two fresh processes side by side, as two workers would run: a slowdown against the
+    reference host and a worker's start-up, both of this machine kind's order."""
+    speed = host_speed.calibrate(2)
+    assert 0.25 < speed.slowdown < 4 and 0.5 < speed.startup_s < 60
+    assert speed.calibration_s > speed.startup_s
+    assert not [child for child in psutil.Process().children()  # but multiprocessing's
+                if "resource_tracker" not in " ".join(child.cmdline())]  # own helper
