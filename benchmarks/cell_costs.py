@@ -11,7 +11,7 @@ protocols): a seed changes little of a cell's work, but archived cells ran besid
 different loads, so the cell's own record, measured as its suite ran, comes first.
 Without those, it is estimated, and says from what: the median of its method's records
 on its dataset, else of its method's, else of the whole archive (each of the cell's
-kind, run or audited twin).
+kind, run or audited twin), else nothing (an installed copy without the archive).
 
 A cold data folder costs more than records show: a cached model's training. An SSL
 prior's record names its encoder's training time, so a record that loaded the encoder is
@@ -46,7 +46,8 @@ SLOWDOWN = {REFERENCE_CPU: 1.0, "Intel(R) Xeon(R) Processor": 1.97}
 COLD_MODEL_SECONDS = {"PATE's teachers": 96.0}
 
 BASES = ("their own records", "their configuration's", "their method's on their dataset",
-         "their method's", "the archive's median cell")
+         "their method's", "the archive's median cell",
+         "no record (counted as nothing: the archive holds none of their kind)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,7 +92,7 @@ class CostTable:
                                            cell.dataset, cell.audit)):
             if self._seconds.get(key):
                 return Cost(statistics.median(self._seconds[key]), basis)
-        return Cost(0.0, BASES[-1])  # an empty archive
+        return Cost(0.0, BASES[-1])
 
 
 def _keys(cell_id: str, config_id: str, method: str, dataset: str,

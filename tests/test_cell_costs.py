@@ -54,7 +54,7 @@ def test_without_its_own_records_a_cell_takes_its_configuration_then_its_method(
     dp_sgd = next(c for c in smoke if c.method == "dp-sgd" and not c.audit)
     assert costs.cost(dp_sgd) == cell_costs.Cost(60.0, "the archive's median cell")
     twin = dataclasses.replace(dp_sgd, audit=True)  # no audited twin in the table at all
-    assert costs.cost(twin) == cell_costs.Cost(0.0, "the archive's median cell")
+    assert costs.cost(twin) == cell_costs.Cost(0.0, cell_costs.BASES[-1])
 
 
 def test_records_that_say_nothing_of_a_cells_cost_are_left_out(cells):
@@ -76,4 +76,4 @@ def test_a_record_that_loaded_its_ssl_encoder_is_charged_its_training(cells):
 def test_the_archive_knows_every_quick_cell():
     costs = cell_costs.from_archive()
     found = [costs.cost(cell) for cell in load_suite("quick").cells]
-    assert all(cost.basis != cell_costs.BASES[-1] and cost.seconds > 0 for cost in found)
+    assert all(cost.basis not in cell_costs.BASES[-2:] and cost.seconds > 0 for cost in found)
