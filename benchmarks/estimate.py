@@ -33,14 +33,17 @@ class Estimate:
     bases: collections.Counter  # cells by what their cost is from
 
     def describe(self) -> str:
-        bases = ", ".join(f"{count} cell(s) from {basis}" for basis, count in
-                          sorted(self.bases.items(), key=lambda item:
-                                 cell_costs.BASES.index(item[0])))
         where = (f"on {self.slots} worker(s)" if self.slots else
                  "of cell time (the Ray cluster's size decides the wall time)")
         return (f"expected: {_minutes(self.seconds)} {where}, an estimate from the "
-                f"archive's wall times ({bases}, on the reference host, "
-                f"{cell_costs.REFERENCE_CPU}) {self.speed.describe()}")
+                f"archive's wall times ({describe_bases(self.bases)}, on the reference "
+                f"host, {cell_costs.REFERENCE_CPU}) {self.speed.describe()}")
+
+
+def describe_bases(bases: collections.Counter) -> str:
+    """How many cells' costs come from each basis (cell_costs.BASES), in its order."""
+    return ", ".join(f"{count} cell(s) from {basis}" for basis, count in
+                     sorted(bases.items(), key=lambda item: cell_costs.BASES.index(item[0])))
 
 
 def expect(cells: list[Cell], slots: int | None, worker_each: bool, warm: set,
@@ -54,21 +57,26 @@ def expect(cells: list[Cell], slots: int | None, worker_each: bool, warm: set,
         costs = cell_costs.from_archive()
     found = {cell.cell_id: costs.cost(cell) for cell in cells}
     order = longest_first(cells, lambda cell: found[cell.cell_id].seconds)
-
-    def on(speed: host_speed.HostSpeed) -> Durations:
-        startup = speed.startup_s if worker_each else 0.0
-        return Durations(
-            {cell.cell_id: found[cell.cell_id].seconds * speed.slowdown + startup
-             for cell in cells},
-            {cell.cell_id: cell_costs.cold_model_seconds(cell) * speed.slowdown
-             for cell in cells if cached_model(cell) not in warm})
-
     at_a_time, speed = slots or 1, host_speed.REFERENCE
-    if cells and simulate(order, on(speed), at_a_time) >= CALIBRATE_ABOVE_S:
+    if cells and simulate(order, on_host(cells, found, speed, worker_each, warm),
+                          at_a_time) >= CALIBRATE_ABOVE_S:
         speed = calibrate(at_a_time)
-    durations = on(speed)
+    durations = on_host(cells, found, speed, worker_each, warm)
     return Estimate(order, durations, slots, simulate(order, durations, at_a_time), speed,
                     collections.Counter(cost.basis for cost in found.values()))
+
+
+def on_host(cells: list[Cell], costs: dict[str, cell_costs.Cost],
+            speed: host_speed.HostSpeed, worker_each: bool, warm: set) -> Durations:
+    """The cells' durations on a host of ``speed`` from their ``costs`` (by cell_id): a
+    worker's start-up each if ``worker_each``, and the training of the cached models not
+    in ``warm`` that their records do not show."""
+    startup = speed.startup_s if worker_each else 0.0
+    return Durations(
+        {cell.cell_id: costs[cell.cell_id].seconds * speed.slowdown + startup
+         for cell in cells},
+        {cell.cell_id: cell_costs.cold_model_seconds(cell) * speed.slowdown
+         for cell in cells if cached_model(cell) not in warm})
 
 
 class ForecastBar(tqdm):

@@ -16,19 +16,24 @@ PATE's teachers and every worker's start-up twice as long) prints
 Then the longest cells, with what their cost is from. It is a model: the figures are
 estimates from the archived wall times, not measurements.
 
-``--calibrate N`` also runs this host's calibration (benchmarks.host_speed) N times with
-``--workers`` processes side by side and prints each: how the reference host's
-REFERENCE_STEP_SECONDS and REFERENCE_STARTUP_S were measured.
+``--calibrate N`` measures, N times, what host_speed.REFERENCE_STEP_SECONDS is derived
+from: the quick suite's non-private MNIST cell (the calibration's network, trained as the
+cell trains it) in ``--workers`` fresh processes side by side, in processor time, then
+this host's calibration (benchmarks.host_speed) the same way. The calibration's step
+times the cell's archived wall time over its processor time here is the step the
+archive's host would have measured: a ratio of two measurements under the same load,
+so a busy host gives it too.
 
     python -m speed.bench_make_bench
     python -m speed.bench_make_bench --suite old-quick.toml   # a suite file's model
-    python -m speed.bench_make_bench --calibrate 9
+    python -m speed.bench_make_bench --calibrate 3
 """
 from __future__ import annotations
 
 import argparse
 import os
 import statistics
+import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -38,29 +43,31 @@ SPEEDS = (1.0, 0.5)  # of the archive's
 # the datasets and the report. 122 s on the Xeon host of issue 58 (2,686 s in all, 2,564
 # s of them the suite's run); taken as it is at both speeds.
 SETUP_AND_REPORT_S = 122.0
+REFERENCE_CELL = "non-private"  # the quick suite's cell whose network the calibration's is
 
 
 def model(suite_name: str, workers: int) -> None:
+    import collections
+
     from benchmarks import cell_costs, host_speed
-    from benchmarks.schedule import Durations, longest_first, simulate
+    from benchmarks.estimate import describe_bases, on_host
+    from benchmarks.schedule import longest_first, simulate
     from benchmarks.suites import load_suite
 
     cells = list(load_suite(suite_name).cells)
     table = cell_costs.from_archive()
     costs = {cell.cell_id: table.cost(cell) for cell in cells}
-    bases = statistics.multimode(cost.basis for cost in costs.values())
-    print(f"suite {suite_name}: {len(cells)} cells on {workers} workers; costs from "
-          f"{', '.join(bases)} (reference host {cell_costs.REFERENCE_CPU}); a worker's "
-          f"start-up {host_speed.REFERENCE_STARTUP_S:.1f} s at 1x; set-up and report "
+    bases = collections.Counter(cost.basis for cost in costs.values())
+    print(f"suite {suite_name} on {workers} workers: {describe_bases(bases)}, on the "
+          f"reference host, {cell_costs.REFERENCE_CPU}; a worker's start-up "
+          f"{host_speed.REFERENCE_STARTUP_S:.1f} s at 1x; set-up and report "
           f"{SETUP_AND_REPORT_S:.0f} s\n")
     print(f"{'speed':>5} {'cell time':>10} {'suite order':>12} {'longest first':>14} "
           f"{'make bench':>11}  fits 40 min")
     order = longest_first(cells, lambda cell: costs[cell.cell_id].seconds)
     for speed in SPEEDS:
-        durations = Durations(
-            {cell.cell_id: (costs[cell.cell_id].seconds + host_speed.REFERENCE_STARTUP_S)
-             / speed for cell in cells},
-            {cell.cell_id: cell_costs.cold_model_seconds(cell) / speed for cell in cells})
+        host = host_speed.HostSpeed(1 / speed, host_speed.REFERENCE_STARTUP_S / speed, 0.0)
+        durations = on_host(cells, costs, host, worker_each=True, warm=set())
         total = simulate(cells, durations, 1)
         in_order, longest = simulate(cells, durations, workers), simulate(order, durations,
                                                                          workers)
@@ -73,21 +80,45 @@ def model(suite_name: str, workers: int) -> None:
         print(f"  {cost.seconds:6.0f} s  {cell.describe():<60} from {cost.basis}")
 
 
-def calibrate(times: int, workers: int) -> None:
-    from benchmarks import host_speed
+def calibrate(rounds: int, workers: int) -> None:
+    import multiprocessing
 
-    print(f"calibration, {workers} processes side by side (processor time):")
-    steps, startups = [], []
-    for _ in range(times):
+    from benchmarks import cell_costs, host_speed
+    from benchmarks.suites import load_suite
+
+    cell = next(c for c in load_suite("quick").cells if c.method == REFERENCE_CELL)
+    archived = cell_costs.from_archive().cost(cell)
+    print(f"{cell.describe()}: {archived.seconds:.1f} s archived ({archived.basis}); "
+          f"{workers} processes side by side, processor time:")
+    context = multiprocessing.get_context("spawn")
+    implied = []
+    for _ in range(rounds):
+        conns = []
+        for _ in range(workers):
+            ours, theirs = context.Pipe()
+            context.Process(target=_train, args=(theirs, cell)).start()
+            conns.append(ours)
+        trained = statistics.mean(conn.recv() for conn in conns)
         speed = host_speed.calibrate(workers)
-        steps.append(speed.slowdown * host_speed.REFERENCE_STEP_SECONDS)
-        startups.append(speed.startup_s)
-        print(f"  step {steps[-1] * 1000:5.1f} ms, start-up {speed.startup_s:4.1f} s, took "
-              f"{speed.calibration_s:4.1f} s of wall time", flush=True)
-    print(f"median: step {statistics.median(steps) * 1000:.1f} ms, start-up "
-          f"{statistics.median(startups):.1f} s (reference: "
-          f"{host_speed.REFERENCE_STEP_SECONDS * 1000:.1f} ms, "
-          f"{host_speed.REFERENCE_STARTUP_S:.1f} s)")
+        step = speed.slowdown * host_speed.REFERENCE_STEP_SECONDS
+        implied.append(step * archived.seconds / trained)
+        print(f"  the cell {trained:6.1f} s, the calibration's step {step * 1000:5.1f} ms "
+              f"(start-up {speed.startup_s:4.1f} s, {speed.calibration_s:4.1f} s of wall "
+              f"time): the reference host's step {implied[-1] * 1000:5.1f} ms", flush=True)
+    print(f"median: {statistics.median(implied) * 1000:.1f} ms (REFERENCE_STEP_SECONDS: "
+          f"{host_speed.REFERENCE_STEP_SECONDS * 1000:.1f} ms)")
+
+
+def _train(conn, cell) -> None:
+    """The cell's processor seconds in this fresh process, TensorFlow loaded first."""
+    from benchmarks import datasets, runner
+    from benchmarks.context import RunContext
+
+    data = datasets.load(cell.dataset)
+    runner.pin_threads()
+    start = time.process_time()
+    runner.run_cell(cell, data, RunContext(seed=cell.seed))
+    conn.send(time.process_time() - start)
 
 
 def _min(seconds: float) -> str:
@@ -99,7 +130,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--suite", default="quick", help="suite name or TOML file")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--calibrate", type=int, default=0, metavar="N",
-                        help="also run this host's calibration N times")
+                        help="also derive the reference step time N times (see above)")
     args = parser.parse_args(argv)
     model(args.suite, args.workers)
     if args.calibrate:
