@@ -15,9 +15,9 @@ kind, run or audited twin), else nothing (an installed copy without the archive)
 
 A cold data folder costs more than records show: a cached model's training. An SSL
 prior's record names its encoder's training time, so a record that loaded the encoder is
-charged it (``RunRecord.cold_wall_time_s``). PATE's records do not say whether their teachers came from
-the cache: COLD_MODEL_SECONDS adds them to the first cell of a dataset and seed that
-trains them (benchmarks.schedule).
+charged it (``RunRecord.cold_wall_time_s``). PATE's records do not say whether their
+teachers came from the cache: COLD_MODEL_SECONDS adds them to the first cell of a dataset
+and seed that trains them (benchmarks.schedule).
 """
 from __future__ import annotations
 
@@ -112,5 +112,6 @@ def from_archive(folder: Path = archive.ARCHIVE) -> CostTable:
 def cold_model_seconds(cell: Cell) -> float:
     """What the cell adds on the reference host when it is the first to train its cached
     model and its record would not show it (COLD_MODEL_SECONDS)."""
-    return 0.0 if cell.audit else COLD_MODEL_SECONDS.get(get_method(cell.method).cached_model,
-                                                         0.0)
+    if cell.audit:
+        return 0.0
+    return COLD_MODEL_SECONDS.get(get_method(cell.method).cached_model, 0.0)

@@ -42,8 +42,8 @@ class Estimate:
 
 def describe_bases(bases: collections.Counter) -> str:
     """How many cells' costs come from each basis (cell_costs.BASES), in its order."""
-    return ", ".join(f"{count} cell(s) from {basis}" for basis, count in
-                     sorted(bases.items(), key=lambda item: cell_costs.BASES.index(item[0])))
+    ordered = sorted(bases.items(), key=lambda item: cell_costs.BASES.index(item[0]))
+    return ", ".join(f"{count} cell(s) from {basis}" for basis, count in ordered)
 
 
 def expect(cells: list[Cell], slots: int | None, worker_each: bool, warm: set,

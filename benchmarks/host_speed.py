@@ -46,8 +46,8 @@ class HostSpeed:
 
     def describe(self) -> str:
         if not self.calibration_s:
-            return (f"at its speed (not calibrated: a short run), {self.startup_s:.1f} s to "
-                    f"start a worker")
+            return (f"at its speed (not calibrated: a short run), {self.startup_s:.1f} s "
+                    f"to start a worker")
         return (f"scaled by a {self.calibration_s:.0f} s calibration: this host at "
                 f"{self.slowdown:.2f}x its time, {self.startup_s:.1f} s to start a worker")
 

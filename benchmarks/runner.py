@@ -63,7 +63,8 @@ def plan(suite: Suite, results: Path, data_dir: Path) -> list[tuple[Cell, str]]:
 # cells run, never how: every record comes from run_cell. It starts them in the order
 # given, calls the bar's ``started`` for each, and runs ``slots`` of them at a time (1 when
 # it has no such attribute).
-Executor = Callable[[list[Cell], Path, estimate.ForecastBar], Iterator[tuple[Cell, RunRecord]]]
+Executor = Callable[[list[Cell], Path, estimate.ForecastBar],
+                    Iterator[tuple[Cell, RunRecord]]]
 
 
 def run(suite: Suite, results: Path, data_dir: Path, retry_failed: bool = False,
@@ -92,7 +93,7 @@ def run(suite: Suite, results: Path, data_dir: Path, retry_failed: bool = False,
     forecast = Forecast(todo, expected.durations, expected.slots or 1)
     failures = 0
     with estimate.ForecastBar(forecast, total=len(todo), unit="cell", file=sys.stderr,
-                     dynamic_ncols=True) as bar:
+                              dynamic_ncols=True) as bar:
         # The driver is the only writer: one record per finished cell, whatever ran it.
         for cell, record in (executor or run_locally)(todo, data_dir, bar):
             write_record(results, record)

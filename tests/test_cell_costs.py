@@ -76,4 +76,5 @@ def test_a_record_that_loaded_its_ssl_encoder_is_charged_its_training(cells):
 def test_the_archive_knows_every_quick_cell():
     costs = cell_costs.from_archive()
     found = [costs.cost(cell) for cell in load_suite("quick").cells]
-    assert all(cost.basis not in cell_costs.BASES[-2:] and cost.seconds > 0 for cost in found)
+    assert all(cost.basis not in cell_costs.BASES[-2:] and cost.seconds > 0
+               for cost in found)

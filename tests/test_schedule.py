@@ -134,7 +134,8 @@ def test_ray_is_given_the_longest_cells_first(tmp_path, monkeypatch, suite, star
 def test_one_worker_keeps_the_suite_order(tmp_path, monkeypatch, suite, starts):
     """In this process the order cannot shorten the run, and consecutive cells of a
     dataset share its arrays."""
-    monkeypatch.setattr(runner, "run_cell", lambda cell, data, context: not_trained(cell, 0))
+    monkeypatch.setattr(runner, "run_cell",
+                        lambda cell, data, context: not_trained(cell, data_dir=None))
     runner.run(suite, tmp_path / "results", datasets.data_dir(), echo=print,
                costs=fake_costs(suite.cells, SECONDS), calibrate=no_calibration)
     assert starts == list(suite.cells)
@@ -231,7 +232,8 @@ def test_the_estimate_scales_the_costs_by_the_calibration(suite):
 
 def test_a_short_run_is_not_calibrated(suite):
     found = estimate.expect(list(suite.cells), 2, worker_each=False, warm=set(),
-                            costs=fake_costs(suite.cells, SECONDS), calibrate=no_calibration)
+                            costs=fake_costs(suite.cells, SECONDS),
+                            calibrate=no_calibration)
     assert found.seconds == 50 and "not calibrated" in found.describe()
 
 
