@@ -31,10 +31,15 @@ import time
 from multiprocessing.connection import Connection
 
 STEPS, REPEATS, BATCH = 8, 3, 128
-# The step time and a worker's start-up on the reference host (AMD EPYC, 2 cores), two
-# calibrations side by side, each on one thread: the medians of 9 runs of `python -m
-# speed.bench_make_bench --calibrate 9` on 2026-11-28.
-REFERENCE_STEP_SECONDS = 0.033
+# The step on the reference host (AMD EPYC, 2 cores), two calibrations side by side as
+# the archive's cells ran: the median of three rounds of the measurement `python -m
+# speed.bench_make_bench --calibrate` makes, on 28 November 2026 (15.2, 12.2 and 14.2
+# ms), each the calibration's step here (34.8 to 42.2 ms while the host was busy with
+# other work) scaled by the quick suite's non-private cell trained just before it (101
+# to 104 s of processor time against its archived 36.5 s).
+REFERENCE_STEP_SECONDS = 0.0142
+# A worker's start-up there: the gap between one worker's consecutive records in the
+# make bench of 26 November 2026 (92990db), 4 s each time (timestamps in whole seconds).
 REFERENCE_STARTUP_S = 4.0
 
 
