@@ -10,8 +10,10 @@ configuration's (its other seeds, or an audited twin's twins of earlier audit
 protocols): a seed changes little of a cell's work, but archived cells ran beside
 different loads, so the cell's own record, measured as its suite ran, comes first.
 Without those, it is estimated, and says from what: the median of its method's records
-on its dataset, else of its method's, else of the whole archive (each of the cell's
-kind, run or audited twin), else nothing (an installed copy without the archive).
+on its dataset, else of its method's time per training example on other datasets times
+its dataset's size (the archive's catalogue names the sizes), else of its method's, else
+of the whole archive (each of the cell's kind, run or audited twin), else nothing (an
+installed copy without the archive).
 
 A cold data folder costs more than records show: a cached model's training. An SSL
 prior's record names its encoder's training time, so a record that loaded the encoder is
@@ -28,7 +30,7 @@ import statistics
 from pathlib import Path
 from typing import Iterable
 
-from benchmarks import archive
+from benchmarks import archive, catalogue
 from benchmarks.records import RunRecord
 from benchmarks.registry import get_method
 from benchmarks.suites import Cell
@@ -46,8 +48,9 @@ SLOWDOWN = {REFERENCE_CPU: 1.0, "Intel(R) Xeon(R) Processor": 1.97}
 COLD_MODEL_SECONDS = {"PATE's teachers": 96.0}
 
 BASES = ("their own records", "their configuration's", "their method's on their dataset",
-         "their method's", "the archive's median cell",
+         "their method's per training example", "their method's", "the archive's median cell",
          "no record (counted as nothing: the archive holds none of their kind)")
+PER_EXAMPLE = "method per example"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,34 +82,46 @@ class Timing:
 
 
 class CostTable:
-    """Each cell's expected cost, from timings of archived records."""
+    """Each cell's expected cost, from timings of archived records and the datasets'
+    training-set sizes (by name; a method's time on another dataset is scaled by them)."""
 
-    def __init__(self, timings: Iterable[Timing]) -> None:
+    def __init__(self, timings: Iterable[Timing], train_sizes: dict[str, int] = {}) -> None:
+        self._sizes = train_sizes
         self._seconds: dict[tuple, list[float]] = collections.defaultdict(list)
         for t in timings:
-            for key in _keys(t.cell_id, t.config_id, t.method, t.dataset, t.audit):
-                self._seconds[key].append(t.seconds)
+            keys, size = self._keys(t.cell_id, t.config_id, t.method, t.dataset, t.audit)
+            for key in filter(None, keys):
+                self._seconds[key].append(t.seconds / (size if key[0] == PER_EXAMPLE else 1))
 
     def cost(self, cell: Cell) -> Cost:
-        for basis, key in zip(BASES, _keys(cell.cell_id, cell.config_id, cell.method,
-                                           cell.dataset, cell.audit)):
-            if self._seconds.get(key):
-                return Cost(statistics.median(self._seconds[key]), basis)
+        keys, size = self._keys(cell.cell_id, cell.config_id, cell.method, cell.dataset,
+                                cell.audit)
+        for basis, key in zip(BASES, keys):
+            if key and self._seconds.get(key):
+                median = statistics.median(self._seconds[key])
+                return Cost(median * (size if key[0] == PER_EXAMPLE else 1), basis)
         return Cost(0.0, BASES[-1])
 
-
-def _keys(cell_id: str, config_id: str, method: str, dataset: str,
-          audit: bool) -> tuple[tuple, ...]:
-    """The keys of BASES, most specific first."""
-    return (("cell", cell_id), ("config", config_id, audit),
-            ("method on dataset", method, dataset, audit), ("method", method, audit),
-            ("any", audit))
+    def _keys(self, cell_id: str, config_id: str, method: str, dataset: str,
+              audit: bool) -> tuple[tuple, int | None]:
+        """The keys of BASES, most specific first (None where the dataset's size is not
+        known), and that size."""
+        size = self._sizes.get(dataset)
+        return ((("cell", cell_id), ("config", config_id, audit),
+                 ("method on dataset", method, dataset, audit),
+                 (PER_EXAMPLE, method, audit) if size else None, ("method", method, audit),
+                 ("any", audit)), size)
 
 
 @functools.cache
 def from_archive(folder: Path = archive.ARCHIVE) -> CostTable:
-    """The cost table of the archive's records (read once a process)."""
-    return CostTable(t for t in map(Timing.of, archive.every_copy(folder)) if t is not None)
+    """The cost table of the archive's records, with the training-set sizes its catalogue
+    names (read once a process)."""
+    datasets = (catalogue.read(folder) or {"datasets": {}})["datasets"]
+    sizes = {name: facts["sizes"]["train"] for name, facts in datasets.items()
+             if facts.get("sizes")}
+    return CostTable((t for t in map(Timing.of, archive.every_copy(folder)) if t is not None),
+                     sizes)
 
 
 def cold_model_seconds(cell: Cell) -> float:

@@ -20,7 +20,7 @@ from benchmarks import cell_costs, host_speed
 from benchmarks.schedule import Durations, Forecast, cached_model, longest_first, simulate
 from benchmarks.suites import Cell
 
-CALIBRATE_ABOVE_S = 120.0
+CALIBRATE_ABOVE_S = 300.0
 
 
 @dataclasses.dataclass
