@@ -90,6 +90,7 @@ class StudentReadsPrivateLabels(pate.PateGnmax):
 StudentReadsPrivateLabels.name = "student-reads-private-labels"
 
 
+@pytest.mark.integration  # teachers and a student, replayed
 def test_a_pate_student_reading_the_teachers_private_labels_is_flagged():
     with pytest.raises(ContractBreach, match=MOVED):
         checks.check_replays(fit(StudentReadsPrivateLabels))
