@@ -3,8 +3,8 @@ static folder (no server, no CDN) that works from the file system or any static 
 
 The records are the archive's (our committed results, benchmarks.archive) and a local
 results folder's, or a third-party submission's (a bundle of ``privboard submit``,
-benchmarks.bundle, shown only when every check of it held and its files match their
-digests). Everything else a page says comes from the catalogues written beside
+benchmarks.submission.bundle, shown only when every check of it held and its files match
+their digests). Everything else a page says comes from the catalogues written beside
 them (benchmarks.catalogue) and from ``baselines/``: a report reads neither the method
 registry nor the data folder, and imports neither TensorFlow nor any module that does,
 so it builds in seconds on a machine that has neither.
@@ -20,7 +20,7 @@ import pandas as pd
 
 from baselines import load_claims, load_dataset_notes, load_published
 from benchmarks import archive as archive_store
-from benchmarks import bundle
+from benchmarks.submission import bundle
 from benchmarks import catalogue as catalogues
 from benchmarks.atomic import atomic_folder
 from benchmarks.errors import PrivboardError
@@ -39,8 +39,8 @@ def build(results: Path | None, out: Path, tolerance: float = 1.0,
           current_configs: set[str] | None = None, show_superseded: bool = False,
           archive: Path | None = None, submission: bundle.Submission | None = None) -> Path:
     """Build the site into ``out`` from the records of ``archive``, ``results`` and a
-    checked ``submission`` (benchmarks.bundle; its rows are third-party), any of them
-    None, and return the path of its index.html.
+    checked ``submission`` (benchmarks.submission.bundle; its rows are third-party), any of
+    them None, and return the path of its index.html.
 
     Records whose configuration is not current are superseded: left out of every table,
     plot and claim unless ``show_superseded``, and counted in a notice. The current

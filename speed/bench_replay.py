@@ -16,7 +16,7 @@ import argparse
 import sys
 import time
 
-from benchmarks import contract_checks
+from benchmarks.submission import contract_checks
 from benchmarks.registry import all_methods
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from benchmarks import contract_checks as checks
-from benchmarks.contract_checks import ContractBreach, fit
+from benchmarks.submission import contract_checks as checks
+from benchmarks.submission.contract_checks import ContractBreach, fit
 from benchmarks.contract import Split
 from benchmarks.privacy import Ledger, PureEpsilon, inputs, labels, records, replay
 from benchmarks.privacy.erm_noise import objective_perturbation_noise

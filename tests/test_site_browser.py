@@ -18,7 +18,7 @@ from urllib.parse import unquote, urlsplit
 import pytest
 
 import reports
-from benchmarks import bundle
+from benchmarks.submission import bundle
 from benchmarks.records import SAMPLING, SHUFFLED_BATCHES, RunRecord
 from tests.comparison_inputs import comparison_records
 from tests.leaderboard_inputs import catalogued, rehashed

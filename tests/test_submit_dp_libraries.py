@@ -17,7 +17,7 @@ import re
 import numpy as np
 import pytest
 
-from benchmarks import bundle, library_watch
+from benchmarks.submission import bundle, library_watch
 from benchmarks.cli import main
 from benchmarks.records import SHUFFLED_BATCHES
 from plugins.installed import HERE, OPACUS_EXAMPLE, example_metadata, installed, submit
@@ -402,7 +402,7 @@ def test_charges_for_more_steps_than_the_watch_saw_are_not_charged_as_observed()
     """A fit whose own DP-SGD charges count steps that no watched library ran (noise
     added by its own code beside Opacus) is self-accounted, not charged as observed."""
     from benchmarks.privacy import Ledger, SampledGaussian, records
-    from benchmarks.submit import covered
+    from benchmarks.submission.submit import covered
 
     ran = library_watch.Ran(collections.Counter({library_watch.Setting(
         library_watch.OPACUS, 1.0, 1.0, 64, 64, 0.25): 8}))

@@ -16,7 +16,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from benchmarks.contract import Split
-from benchmarks.contract_checks import TINY_TRAIN
+from benchmarks.submission.contract_checks import TINY_TRAIN
 from benchmarks.privacy import SampledGaussian, records
 from benchmarks.privacy.dp_sgd import noise_multiplier_for
 from opacus_plugin import OpacusMLP

@@ -4,7 +4,7 @@ its privacy claim checked.
 The method is one an installed package registered through the ``privboard.methods``
 entry point. The command
 
-1. runs the method contract on the tiny data (benchmarks.contract_checks, the checks the
+1. runs the method contract on the tiny data (contract_checks, the checks the
    tests run on privboard's own methods), the replay check among them: a method whose
    mechanisms the privacy layer runs is refitted on altered private data with the first
    fit's releases handed back, and must predict exactly as before;
@@ -15,11 +15,11 @@ entry point. The command
    release too where the privacy layer's mechanisms released the canaries);
 3. checks each record: the run finished, its epsilon is what its ledger's charges
    compose to, every mechanism of the privacy layer it ran charged the run's ledger
-   (benchmarks.ledger_watch), what the known outside DP libraries ran (Opacus,
-   tensorflow-privacy; benchmarks.library_watch) composes to no more than the record's
+   (ledger_watch), what the known outside DP libraries ran (Opacus,
+   tensorflow-privacy; library_watch) composes to no more than the record's
    epsilon, with the noise they added as their noise multiplier says, and no audit's
    bound exceeds the claim;
-4. writes a bundle (benchmarks.bundle) with the records, the checks, the environment and
+4. writes a bundle (bundle) with the records, the checks, the environment and
    the digests of the package's source files, and says whether the method is charged by
    construction (every charge made by the layer's mechanisms), charged as observed (its
    own charges are sampled Gaussians and a watched library's steps, as many as they
@@ -28,7 +28,7 @@ entry point. The command
    Poisson samples with no proven bound (the record says so too).
 
 A noisy step that the watch of the libraries cannot see stops it with one line, as bad
-input does (benchmarks.library_watch.Unwatched).
+input does (library_watch.Unwatched).
 
 The audits of one submission are judged together: each bound is taken at confidence
 1 - 5% / (the number of bounds), so an honest method is refused by chance at most 5% of
@@ -46,11 +46,12 @@ from typing import Any
 
 from tqdm import tqdm
 
-from benchmarks import bundle, contract_checks, datasets, library_watch, registry, runner
+from benchmarks import datasets, registry, runner
+from benchmarks.submission import bundle, contract_checks, library_watch
 from benchmarks.audit.training import CONFIDENCE
 from benchmarks.contract import Method
 from benchmarks.errors import InputError, one_line
-from benchmarks.ledger_watch import watch
+from benchmarks.submission.ledger_watch import watch
 from benchmarks.privacy import Ledger, SampledGaussian
 from benchmarks.records import SAMPLING, SHUFFLED_BATCHES, RunRecord
 from benchmarks.suites import Cell, Suite, load_suite, parse_seeds

@@ -9,7 +9,7 @@ the method's word for noise it added itself: a run with one is self-accounted, a
 an audit can check it.
 
 ``watch`` wraps the two class attributes for the length of a block and restores them,
-and watches the steps of the known outside DP libraries (benchmarks.library_watch). The
+and watches the steps of the known outside DP libraries (library_watch). The
 noise checks of an audit (benchmarks.audit), which rerun a mechanism on probes with
 ledgers of their own (benchmarks.privacy.noise_checks), are not calls of the fit; the
 same checks run from a method's code are.
@@ -21,7 +21,7 @@ import dataclasses
 import sys
 from typing import Any, Iterator
 
-from benchmarks import library_watch
+from benchmarks.submission import library_watch
 from benchmarks.privacy import noise_checks
 from benchmarks.privacy.ledger import Ledger
 

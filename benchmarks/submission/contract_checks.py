@@ -6,7 +6,7 @@ run can honour, fits a tiny dataset of its task deterministically for a fixed se
 predicts probabilities, and its privacy is what its ledger composes: within the budget,
 of the kind its notion declares, with every mechanism of the privacy layer charged to the
 run's ledger, covering every step the known outside DP libraries were seen to run
-(benchmarks.library_watch), with no influence from any data that no charge covers, and
+(library_watch), with no influence from any data that no charge covers, and
 with its model a function of what the layer released alone: refitted on altered private
 data while the layer hands back the first fit's releases (benchmarks.privacy.replay), it
 predicts exactly as before.
@@ -25,10 +25,11 @@ from typing import Callable
 
 import numpy as np
 
-from benchmarks import datasets, library_watch
+from benchmarks import datasets
+from benchmarks.submission import library_watch
 from benchmarks.contract import Budget, Method, Split
 from benchmarks.errors import InputError, public_error
-from benchmarks.ledger_watch import Seen, watch
+from benchmarks.submission.ledger_watch import Seen, watch
 from benchmarks.privacy import Accountant, Kind, Neighbours, PrivacyNotion, Protects, rdp, replay
 
 TINY_TRAIN, TINY_TEST = 240, 60

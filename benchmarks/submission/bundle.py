@@ -47,13 +47,13 @@ NOT_REPLAYED = "charged by the privacy layer, not replayed"
 def by_construction(not_replayed: str) -> str:
     """The mark of a method whose every charge the privacy layer's mechanisms made:
     charged by construction when the replay check replayed its whole fit, else the
-    releases that it could not replay, named (benchmarks.contract_checks.not_replayed)."""
+    releases that it could not replay, named (contract_checks.not_replayed)."""
     return f"{NOT_REPLAYED}: {not_replayed}" if not_replayed else CHARGED_BY_CONSTRUCTION
 
 
 def charged_as_observed(libraries: list[str]) -> str:
     """The mark of a method whose own charges were checked against the steps that the
-    watched DP libraries were seen to run (benchmarks.library_watch)."""
+    watched DP libraries were seen to run (library_watch)."""
     return f"{CHARGED_AS_OBSERVED} ({', '.join(libraries)})"
 
 

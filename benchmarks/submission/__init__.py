@@ -1,0 +1,14 @@
+"""``privboard submit``: a method from another package reaches the leaderboard only with
+its privacy claim checked. One module per concern:
+
+- ``contract_checks``: the method contract's checks, run on every registered method by
+  the contract tests and on a submitted one by ``submit``;
+- ``ledger_watch``: which of the privacy layer's mechanisms a fit ran, and who charged
+  the run's ledger;
+- ``library_watch``: what the known outside DP libraries ran, step by step, and what
+  the watch cannot see, refused;
+- ``submit``: the command, its cells and the checks of their records;
+- ``bundle``: what it writes, and what ``privboard report --results`` reads.
+
+The method-facing API (``benchmarks.contract``, ``benchmarks.privacy``) lives outside.
+"""
