@@ -128,7 +128,7 @@ MinimisesItself.name = "minimises-itself"
 def test_a_fit_that_cannot_be_replayed_says_why():
     assert checks.check_replays(fit(SelfAccounted)) == (
         "not replayable: self-accounted (it charges own randomized response itself, with "
-        "noise drawn outside the layer)")
+        "noise drawn outside the layer and outside any watched DP library)")
     fitted = fit(MinimisesItself)
     assert checks.check_replays(fitted) == (
         "not replayable: the records of all 240 examples are read by releases that cannot "

@@ -45,7 +45,7 @@ hparams = {{epochs = 2}}
 SPENT = (r"{library} ran sigma ([\d.]+) \(clip \d\) for \d+ steps at q [\d.–]+"
          r"(?: \(batches were shuffled, accounted as Poisson\))?: epsilon ([\d.]+|inf) at "
          r"delta 1e-05, charged {charged}$")
-OBSERVED = {library: f"charged as observed ({library})" for library in library_watch.OF}
+OBSERVED = {library: bundle.charged_as_observed([library]) for library in library_watch.OF}
 SHUFFLED = {library: f"{SHUFFLED_BATCHES} ({library})" for library in library_watch.OF}
 UNWATCHED = "privboard: error: privboard submit cannot see every noisy step of this fit: "
 

@@ -128,11 +128,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         print("the method breaks the contract: its suite was not run")
     failed = [check for check in checks if not check.passed]
-    accounting = bundle.NOT_RUN if not records else (
-        bundle.by_construction(contract_checks.not_replayed(fitted)) if not own_charges else
-        bundle.charged_as_observed(observed) if observed else bundle.SELF_ACCOUNTED)
-    if accounting != bundle.SELF_ACCOUNTED and any(record.no_proven_bound for record in records):
-        accounting = bundle.shuffled_batches(observed or [])  # never charged as observed
+    accounting = accounting_of(records, fitted, own_charges, observed)
     bundle.write(args.out, {
         "method": method.name, "plugin": dataclasses.asdict(plugin),
         "source": bundle.source_digests(_package_dir(plugin)),
@@ -150,6 +146,26 @@ def run(args: argparse.Namespace) -> int:
     print(f"submission passed: all {len(checks)} checks held; {accounting}. Show it "
           f"beside the archive with: privboard report --results {args.out}")
     return 0
+
+
+def accounting_of(records: list[RunRecord], fitted: contract_checks.Fitted | None,
+                  own_charges: list[str], observed: list[str] | None) -> str:
+    """The submission's mark: charged by construction (or not replayed where a release
+    could not be) when it charged nothing itself; charged as observed and replayed when
+    every cell's own charges were covered by watched steps of libraries whose noisy steps
+    the contract's replay check handed back; else self-accounted. A run on shuffled
+    batches makes any mark but self-accounted the one of shuffled batches."""
+    if not records:
+        return bundle.NOT_RUN
+    if not own_charges:
+        accounting = bundle.by_construction(contract_checks.not_replayed(fitted))
+    elif observed and set(observed) <= set(contract_checks.replayed_libraries(fitted)):
+        accounting = bundle.charged_as_observed(observed)
+    else:
+        return bundle.SELF_ACCOUNTED
+    if any(record.no_proven_bound for record in records):
+        return bundle.shuffled_batches(observed or [])  # never charged as observed
+    return accounting
 
 
 def cells_of(suite: Suite, method: type[Method]) -> list[Cell]:
