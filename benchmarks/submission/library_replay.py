@@ -78,8 +78,8 @@ class Steps:
         recorded = self.gradients[self.position]
         if (recorded.library, recorded.value.shape, recorded.value.dtype) != (
                 library, value.shape, value.dtype):
-            return (f"{where} came where the recorded fit's was {recorded.library}'s of shape "
-                    f"{tuple(recorded.value.shape)}")
+            return (f"{where} came where the recorded fit released one of "
+                    f"{recorded.library} of shape {tuple(recorded.value.shape)}")
         return ""
 
     def cannot_record(self, why: str) -> None:

@@ -86,6 +86,9 @@ SEEDING = {OPACUS: "likely cause: PyTorch's generator not seeded by the fit (Opa
            TF_PRIVACY: "likely cause: TensorFlow not seeded by the fit: call "
                        "tf.keras.utils.set_random_seed(self.ctx.seed_for(...)) before the "
                        "fit"}
+# The types of a setting the watch reads as the library computes with it: another type
+# (a float subclass) could compute with another value than the one it reads.
+PLAIN_NUMBERS = frozenset({float, int, np.float64, np.float32, np.int64, np.int32})
 # What a subclass of a watched class may define: its own __init__, and what Python
 # writes into every class.
 OWN_ATTRIBUTES = frozenset({"__init__", "__module__", "__qualname__", "__doc__", "__dict__",
@@ -142,6 +145,13 @@ class Ran:
 
     def refuse(self, what: str) -> None:
         self.unwatched.append(what)
+
+    def number(self, value: Any, what: str) -> float:
+        """``value``, a setting the library computes with, as a float; refused unless it
+        is a plain number."""
+        if type(value) not in PLAIN_NUMBERS:
+            self.refuse(f"{what} is a {type(value).__name__}, not a plain number")
+        return float(value)
 
     def compiled_by_xla(self, what: str, fix: str) -> None:
         self.xla.append((what, fix))
@@ -286,7 +296,6 @@ def watch(tape: library_replay.Steps | None = None) -> Iterator[Ran]:
         finally:
             for settle in ran.settle:
                 settle()
-            ran.steps = +ran.steps  # without the settings that ran no step
     if ran.unwatched:
         raise Unwatched(f"privboard submit cannot see every noisy step of this fit: "
                         f"{'; '.join(dict.fromkeys(ran.unwatched))} (docs/submission.md "
@@ -330,8 +339,10 @@ def refusal(obj: Any, watched: tuple[type, ...], library: str, names: dict[type,
         named = theirs[0] if theirs else cls
         return f"{OF[library]} {names.get(named, named.__name__)} is not watched"
     watched_name = f"{OF[library]} {names.get(base, base.__name__)}"
-    replaced = sorted({name for klass in own for name in vars(klass)
-                       if name not in OWN_ATTRIBUTES and hasattr(base, name)})
+    # Its own data descriptors (properties) would take the place of instance attributes.
+    replaced = sorted({name for klass in own for name, value in vars(klass).items()
+                       if name not in OWN_ATTRIBUTES and (hasattr(base, name) or any(
+                           hasattr(type(value), hook) for hook in ("__set__", "__delete__")))})
     if replaced:
         return f"{cls.__qualname__} replaces {', '.join(replaced)} of {watched_name}"
     shadowed = sorted(name for name, value in getattr(obj, "__dict__", {}).items()

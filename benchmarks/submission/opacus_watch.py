@@ -63,15 +63,19 @@ def watch(ran: Ran, stack: contextlib.ExitStack) -> None:
         def watched_iter(self):
             for indices in original(self):
                 if type(self) is UniformWithReplacementSampler:  # what it drew with
-                    draws.append((len(indices), float(self.sample_rate), int(self.num_samples)))
+                    draws.append((len(indices), ran.number(self.sample_rate, "the rate of "
+                                  "Opacus' Poisson sampler"), int(self.num_samples)))
                 yield indices
         return watched_iter
+
+    def clip_norm(owner) -> float:
+        return ran.number(owner.max_grad_norm, f"the max_grad_norm of {type(owner).__name__}")
 
     def clip_and_accumulate(original):
         def watched_clip(self):
             total = seen(self)
             examples = len(self.grad_samples[0]) if self.params else 0
-            clip = float(self.max_grad_norm)  # what the clipping below reads
+            clip = clip_norm(self)  # what the clipping below reads
             original(self)
             total.examples += examples
             total.clips.append(clip)
@@ -79,7 +83,7 @@ def watch(ran: Ran, stack: contextlib.ExitStack) -> None:
 
     def clipping_coef(original):
         def watched_coef(self):
-            clip = float(self.max_grad_norm)
+            clip = clip_norm(self)
             coef = original(self)
             coefficients.append((len(coef), clip))
             return coef
@@ -111,7 +115,7 @@ def watch(ran: Ran, stack: contextlib.ExitStack) -> None:
 
     def generate_noise(original):
         def watched_noise(std, *args, **kwargs):
-            stds.append(float(std))
+            stds.append(ran.number(std, "the standard deviation of Opacus' noise"))
             return original(std, *args, **kwargs)
         return watched_noise
 

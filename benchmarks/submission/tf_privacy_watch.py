@@ -141,10 +141,8 @@ def watch(ran: Ran, stack: contextlib.ExitStack) -> None:
                 compiled(f"the train step of tensorflow-privacy's {name} is compiled by XLA "
                          f"(jit_compile=True)", "compile it without jit_compile")
             examples = tf.shape(tf.keras.utils.unpack_x_y_sample_weight(data)[1])[0]
-            clip, multiplier = self._l2_norm_clip, self._noise_multiplier
-            std = tf.where(tf.cast(multiplier, tf.float64) > 0,  # no noise at or below 0
-                           tf.cast(multiplier, tf.float64) * tf.cast(clip, tf.float64),
-                           tf.constant(0.0, tf.float64))
+            clip = ran.number(self._l2_norm_clip, f"the l2_norm_clip of {name}")
+            std = clip * ran.number(self._noise_multiplier, f"the noise_multiplier of {name}")
             stepping.append(self)
             try:
                 with tf.control_dependencies(counted(
