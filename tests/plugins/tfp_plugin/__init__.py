@@ -34,6 +34,8 @@ class KerasDPSGD(Method):
                                           "clip_norm": 1.0, "learning_rate": 0.5}
     tiny_hparams: ClassVar[dict[str, Any]] = {"epochs": 1}
     noise_share: ClassVar[float] = 1.0  # of the charged noise multiplier
+    # The optimizer's per-example losses; DPModel takes a reduced loss.
+    reduction: ClassVar[str] = "none"
 
     def fit(self, train: Split, num_classes: int) -> "KerasDPSGD":
         import tensorflow as tf
@@ -76,7 +78,7 @@ class KerasDPSGD(Method):
         import tensorflow as tf
 
         self.model.compile(optimizer=optimizer, loss=tf.keras.losses.SparseCategoricalCrossentropy(
-            from_logits=True, reduction=tf.keras.losses.Reduction.NONE))
+            from_logits=True, reduction=self.reduction))
         self.model.fit(x, y, batch_size=batch, epochs=epochs, verbose=0,
                        callbacks=list(callbacks))
 
@@ -154,6 +156,7 @@ class DPSequentialMLP(KerasDPSGD):
 
     name = "tfp-dp-sequential-mlp"
     use_xla: ClassVar[bool] = False
+    reduction = "auto"
 
     def network(self, num_classes: int, sigma: float) -> Any:
         from tensorflow_privacy import DPSequential
