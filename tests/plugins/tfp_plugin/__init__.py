@@ -1,92 +1,19 @@
-"""Methods trained with tensorflow-privacy, registered by a package of their own
-(tests/plugins/installed.py puts it on the path). With the Keras DP optimizer in Keras'
-fit: honest (on shuffled batches), at a quarter of the noise multiplier it charges,
-with the noise the optimizer draws set to 0, and with a second epoch by a vectorized
-optimizer that the watch does not see. Honest with the optimizer stepped by a loop of
-its own (minimize on a tape) and with DPSequential (without XLA, and with its default
-XLA, which is not deterministic for a seed). Two broken on purpose that publish what
-their honest, charged fit did not release: a last epoch with a plain optimizer, and a
-fit stopped early on the private training loss. It needs no PyTorch."""
+"""Variants of the example tensorflow-privacy method (examples/tfp-keras-plugin),
+registered by a package of their own (tests/plugins/installed.py puts it on the path): at
+a quarter of the noise multiplier it charges, with the noise the optimizer draws set to
+0, and with a second epoch by a vectorized optimizer that the watch does not see. Honest
+with the optimizer stepped by a loop of its own (minimize on a tape) and with
+DPSequential (without XLA, and with its default XLA, which is not deterministic for a
+seed). Two broken on purpose that publish what their honest, charged fit did not
+release: a last epoch with a plain optimizer, and a fit stopped early on the private
+training loss. They need no PyTorch."""
 from __future__ import annotations
 
 from typing import Any, ClassVar
 
 import numpy as np
 
-from benchmarks.contract import Method, Split
-from benchmarks.privacy import (Accountant, Kind, Neighbours, PrivacyNotion, Protects,
-                                SampledGaussian, records)
-from benchmarks.privacy.dp_sgd import noise_multiplier_for
-
-
-class KerasDPSGD(Method):
-    """A network with one hidden layer, trained by tensorflow-privacy's
-    DPKerasSGDOptimizer in Keras' fit on shuffled batches: charged as a Poisson sample at
-    rate batch/N, as tensorflow-privacy's own accountant does."""
-
-    name = "tfp-keras-mlp"
-    paper = "test plugin: DP-SGD with tensorflow-privacy's Keras optimizer"
-    notion = PrivacyNotion(Protects.RECORDS, Neighbours.ADD_REMOVE, Kind.APPROXIMATE,
-                           Accountant.RDP)
-    needs_delta = True
-    tasks: ClassVar[tuple[str, ...]] = ("image",)
-    defaults: ClassVar[dict[str, Any]] = {"hidden": 32, "batch_size": 64, "epochs": 4,
-                                          "clip_norm": 1.0, "learning_rate": 0.5}
-    tiny_hparams: ClassVar[dict[str, Any]] = {"epochs": 1}
-    noise_share: ClassVar[float] = 1.0  # of the charged noise multiplier
-    # The optimizer's per-example losses; DPModel takes a reduced loss.
-    reduction: ClassVar[str] = "none"
-
-    def fit(self, train: Split, num_classes: int) -> "KerasDPSGD":
-        import tensorflow as tf
-
-        h, n = self.hparams, len(train)
-        tf.keras.utils.set_random_seed(self.ctx.seed_for("keras"))
-        batch = min(h["batch_size"], n)
-        rate, steps = batch / n, h["epochs"] * -(-n // batch)
-        sigma = noise_multiplier_for(self.budget.epsilon, self.budget.delta, rate, steps)
-        self.ctx.ledger.charge("DP-SGD (tensorflow-privacy)", records(),
-                               SampledGaussian(sigma, rate, steps))
-        self.model = self.network(num_classes, sigma)
-        self.train(train.x.reshape(n, -1).astype(np.float32), train.y, batch,
-                   self.optimizer(sigma))
-        return self
-
-    def network(self, num_classes: int, sigma: float) -> Any:
-        import tensorflow as tf
-
-        return tf.keras.Sequential(self.layers(num_classes))
-
-    def layers(self, num_classes: int) -> list:
-        import tensorflow as tf
-
-        return [tf.keras.layers.Dense(self.hparams["hidden"], "relu"),
-                tf.keras.layers.Dense(num_classes)]
-
-    def optimizer(self, sigma: float) -> Any:
-        from tensorflow_privacy import DPKerasSGDOptimizer
-
-        return DPKerasSGDOptimizer(l2_norm_clip=self.hparams["clip_norm"],
-                                   noise_multiplier=self.noise_share * sigma,
-                                   learning_rate=self.hparams["learning_rate"])
-
-    def train(self, x: np.ndarray, y: np.ndarray, batch: int, optimizer: Any) -> None:
-        self.fit_with(optimizer, x, y, batch, self.hparams["epochs"])
-
-    def fit_with(self, optimizer: Any, x: np.ndarray, y: np.ndarray, batch: int,
-                 epochs: int, callbacks: tuple = ()) -> None:
-        import tensorflow as tf
-
-        self.model.compile(optimizer=optimizer, loss=tf.keras.losses.SparseCategoricalCrossentropy(
-            from_logits=True, reduction=self.reduction))
-        self.model.fit(x, y, batch_size=batch, epochs=epochs, verbose=0,
-                       callbacks=list(callbacks))
-
-    def predict_proba(self, x: np.ndarray) -> np.ndarray:
-        import tensorflow as tf
-
-        logits = self.model(x.reshape(len(x), -1).astype(np.float32), training=False)
-        return tf.nn.softmax(tf.cast(logits, tf.float64)).numpy()
+from tfp_keras_plugin import KerasDPSGD
 
 
 class KerasDPSGDAtAQuarter(KerasDPSGD):
@@ -152,24 +79,24 @@ class KerasDPSGDTapeLoop(KerasDPSGD):
 
 class DPSequentialMLP(KerasDPSGD):
     """Honest: tensorflow-privacy's DPSequential (its own clipping and noise in its train
-    step) with a plain SGD optimizer in Keras' fit, made with use_xla=False."""
+    step) with a plain SGD optimizer and the mean loss in Keras' fit, made with the
+    example's layers, clipping norm and noise multiplier and use_xla=False."""
 
     name = "tfp-dp-sequential-mlp"
     use_xla: ClassVar[bool] = False
-    reduction = "auto"
 
-    def network(self, num_classes: int, sigma: float) -> Any:
+    def train(self, x: np.ndarray, y: np.ndarray, batch: int, optimizer: Any) -> None:
+        import tensorflow as tf
         from tensorflow_privacy import DPSequential
 
-        return DPSequential(l2_norm_clip=self.hparams["clip_norm"],
-                            noise_multiplier=self.noise_share * sigma,
-                            layers=self.layers(num_classes),
-                            **({} if self.use_xla else {"use_xla": False}))
-
-    def optimizer(self, sigma: float) -> Any:
-        import tensorflow as tf
-
-        return tf.keras.optimizers.SGD(learning_rate=self.hparams["learning_rate"])
+        clip = self.hparams["clip_norm"]
+        self.model = DPSequential(l2_norm_clip=clip,
+                                  noise_multiplier=optimizer._dp_sum_query._stddev / clip,
+                                  layers=self.model.layers,
+                                  **({} if self.use_xla else {"use_xla": False}))
+        self.model.compile(optimizer=tf.keras.optimizers.SGD(self.hparams["learning_rate"]),
+                           loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        self.model.fit(x, y, batch_size=batch, epochs=self.hparams["epochs"], verbose=0)
 
 
 class DPSequentialXLA(DPSequentialMLP):
@@ -210,4 +137,4 @@ class KerasStoppedEarly(KerasDPSGD):
                 if (logs or {}).get("loss", np.inf) < KerasStoppedEarly.STOP_BELOW:
                     self.model.stop_training = True
 
-        self.fit_with(optimizer, x, y, batch, self.hparams["epochs"], (StopBelow(),))
+        self.fit_with(optimizer, x, y, batch, self.hparams["epochs"], callbacks=[StopBelow()])
