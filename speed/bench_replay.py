@@ -11,8 +11,8 @@ such as a plugin's on the PYTHONPATH.
 
     python -m speed.bench_replay
     python -m speed.bench_replay lp-1st dp-sgd
-    PYTHONPATH=examples/opacus-plugin:tests/plugins python -m speed.bench_replay \
-        --import opacus_plugin --import tfp_plugin opacus-mlp tfp-keras-mlp
+    PYTHONPATH=examples/opacus-plugin:examples/tfp-keras-plugin python -m speed.bench_replay \
+        --import opacus_plugin --import tfp_keras_plugin opacus-mlp tfp-keras-mlp
 """
 from __future__ import annotations
 

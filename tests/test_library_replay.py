@@ -6,46 +6,23 @@ steps is refused with "reads private data beside its watched DP steps" (a second
 network, a last layer re-fitted, a last epoch with a plain optimizer, early stopping on
 the private loss: tests/plugins/opacus_variants and tfp_plugin), and so is a fit whose
 steps differ in number or shape; an honest fit of each watched path passes, and its
-submission is "charged as observed and replayed". The submissions of whole suites are
-integration tests; the Opacus tests need the opacus extra."""
+submission is "charged as observed and replayed". The submissions of whole suites and
+the replays of Keras' fits (seconds each) are integration tests; the Opacus tests need
+the opacus extra."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 
-import numpy as np
 import pytest
 
 from benchmarks.submission import bundle, contract_checks, library_watch
 from benchmarks.submission.contract_checks import ContractBreach, check_replays, fit
-from plugins.installed import HERE, OPACUS_EXAMPLE, example_metadata, installed_suite, submit
+from plugins.installed import (HAS_OPACUS, digits_block, dp_library_packages, installed_suite,
+                               needs_opacus, submit)
 
-HAS_OPACUS = importlib.util.find_spec("opacus") is not None
-needs_opacus = pytest.mark.skipif(
-    not HAS_OPACUS, reason="needs PyTorch and Opacus: pip install -e '.[opacus]'")
 LEAK = "reads private data beside its watched DP steps: with all 240 records altered"
 MOVED = LEAK + r" and the \d+ noisy steps replayed, the prediction for test input \d+ moved"
-# Each method once on digits at (1, 1e-5), one seed: a run and its audited twin. The
-# tensorflow-privacy methods take the whole training set in each step (no shuffle: the
-# steps are proven), as DP gradient descent does.
-SUITE = """name = "tiny-library-replays"
-[[block]]
-datasets = ["digits"]
-methods = {opacus}
-epsilons = [1]
-delta = 1e-5
-seeds = [0]
-hparams = {{epochs = 2}}
-
-[[block]]
-datasets = ["digits"]
-methods = {tfp}
-epsilons = [1]
-delta = 1e-5
-seeds = [0]
-hparams = {{epochs = 2, batch_size = 100000}}
-"""
 OPACUS_HONEST = ["opacus-mlp", "opacus-virtual-steps-mlp", "opacus-ghost-mlp"]
 TFP_HONEST = ["tfp-keras-mlp", "tfp-tape-loop-mlp", "tfp-dp-sequential-mlp"]
 PLANTED = {"opacus-beside-plain-mlp": MOVED, "opacus-refit-head-mlp": MOVED,
@@ -59,17 +36,17 @@ REPLAY_CHECK = ("the method contract (depends on private data only through the p
 
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory):
+    """Each method once: a run and its audited twin. The tensorflow-privacy methods take
+    the whole training set in each step (no shuffle: the steps are proven), as DP
+    gradient descent does."""
     opacus = [*OPACUS_HONEST, "opacus-beside-plain-mlp", "opacus-refit-head-mlp"]
     tfp = [*TFP_HONEST, "tfp-then-plain-epoch-mlp", "tfp-early-stopping-mlp",
            "tfp-dp-sequential-xla-mlp"]
-    packages = {str(HERE): ("privboard-dp-library-tests", "0.0.1",
-                            {"tfp": "tfp_plugin", **({"opacus": "opacus_variants"}
-                                                     if HAS_OPACUS else {})})}
-    if HAS_OPACUS:
-        packages[str(OPACUS_EXAMPLE)] = example_metadata(OPACUS_EXAMPLE)
-    with installed_suite(tmp_path_factory.mktemp("plugins"), SUITE.format(
-            opacus=json.dumps(opacus if HAS_OPACUS else []), tfp=json.dumps(tfp)),
-            packages) as path:
+    with installed_suite(tmp_path_factory.mktemp("plugins"),
+                         'name = "tiny-library-replays"\n'
+                         + (digits_block(opacus) if HAS_OPACUS else "")
+                         + digits_block(tfp, "{epochs = 2, batch_size = 100000}"),
+                         dp_library_packages()) as path:
         library_watch.import_installed()  # as submit does
         yield path
 
@@ -142,6 +119,7 @@ def test_noisy_steps_that_differ_in_number_or_shape_are_refused(suite):
         f"{LEAK}, the replayed fit released 16 of the 32 noisy gradients of the recorded fit")
 
 
+@pytest.mark.integration  # Keras' fits: seconds
 def test_an_honest_tensorflow_privacy_fit_is_replayed(suite):
     """Through a Keras DP optimizer's gradients, and through DPSequential's noise."""
     from tfp_plugin import DPSequentialMLP, KerasDPSGD
@@ -152,6 +130,7 @@ def test_an_honest_tensorflow_privacy_fit_is_replayed(suite):
             "records altered: identical predictions")
 
 
+@pytest.mark.integration  # Keras' fits: seconds
 def test_early_stopping_on_the_private_loss_is_refused(suite):
     from tfp_plugin import KerasStoppedEarly
 

@@ -3,12 +3,12 @@
 steps of a tiny network: the batch, rate, sensitivity, clipping norm and noise it
 measures for every form of loss and batching that each watched optimizer accepts, the
 composition of what it measured, and the settings it refuses to read. Each test fails
-when the one rule it names is broken. The submissions of whole methods are
+when the one rule it names is broken. The tests that run Keras' fit take seconds each:
+they are integration tests. The submissions of whole methods are
 tests/test_submit_dp_libraries.py's; the Opacus tests need the opacus extra."""
 from __future__ import annotations
 
 import collections
-import importlib.util
 import math
 
 import numpy as np
@@ -17,9 +17,8 @@ import pytest
 from benchmarks.contract import Budget, Method, Split
 from benchmarks.submission import library_watch
 from benchmarks.submission.library_watch import OPACUS, TF_PRIVACY, Ran, Setting
+from plugins.installed import needs_opacus
 
-needs_opacus = pytest.mark.skipif(importlib.util.find_spec("opacus") is None,
-                                  reason="needs PyTorch and Opacus: pip install -e '.[opacus]'")
 SIGMA, CLIP = 1.5, 1.0
 
 
@@ -292,6 +291,7 @@ def dp_sequential(**kwargs):
                         layers=[tf.keras.layers.Dense(2)], **kwargs)
 
 
+@pytest.mark.integration  # a Keras fit: seconds
 @pytest.mark.parametrize("make, microbatches, size, sensitivity", [
     (dp_sgd, None, 10, 1), (dp_sgd, 4, 8, 1), (dp_sgd, 2, 10, 2), (dp_sequential, 2, 10, 2)])
 def test_a_keras_step_is_its_batch_at_its_noise_and_a_microbatchs_sensitivity(
@@ -329,6 +329,7 @@ def test_a_minimize_step_is_its_losss_rows_and_a_loss_function_the_whole_set(los
     assert ran.sampling_rate(setting) == (0.5 if loss == "tensor" else 1.0)
 
 
+@pytest.mark.integration  # a Keras fit: seconds
 def test_a_keras_optimizer_is_rated_at_its_smallest_noise_and_largest_clipping_norm():
     """Its state changed between two fits: the steps of both are rated at the smallest
     standard deviation over the largest clipping norm, and span the smallest and largest
@@ -348,6 +349,7 @@ def test_a_keras_optimizer_is_rated_at_its_smallest_noise_and_largest_clipping_n
                            setting.largest_batch) == (pytest.approx(SIGMA / 4), 2 * CLIP, 2, 4)
 
 
+@pytest.mark.integration  # a Keras fit: seconds
 def test_a_keras_optimizer_with_another_query_is_refused():
     from tensorflow_privacy.privacy.dp_query.no_privacy_query import NoPrivacySumQuery
 
@@ -361,6 +363,7 @@ def test_a_keras_optimizer_with_another_query_is_refused():
         keras_fit(no_privacy)
 
 
+@pytest.mark.integration  # a Keras fit: seconds
 def test_a_dp_models_clipping_norm_that_is_not_a_plain_number_is_refused():
     """DPModel multiplies its clipping norm and noise multiplier in Python."""
     with pytest.raises(library_watch.Unwatched, match="the l2_norm_clip of DPSequential is a "
