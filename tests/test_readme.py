@@ -10,8 +10,8 @@ import pytest
 
 from benchmarks import datasets
 from benchmarks.contract import _REGISTRY, Budget
-from benchmarks.contract_checks import (check_replays, check_uncharged_data_has_no_influence,
-                                        fit)
+from benchmarks.submission.contract_checks import (
+    check_replays, check_uncharged_data_has_no_influence, fit)
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 

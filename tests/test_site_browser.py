@@ -18,9 +18,10 @@ from urllib.parse import unquote, urlsplit
 import pytest
 
 import reports
-from benchmarks import archive, bundle
+from benchmarks import archive
 from benchmarks.records import CATALOGUE, SAMPLING, SHUFFLED_BATCHES, RunRecord
 from benchmarks.settings_chosen import TRACKS
+from benchmarks.submission import bundle
 from tests.comparison_inputs import comparison_records
 from tests.leaderboard_inputs import catalogued, rehashed
 

@@ -18,7 +18,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from benchmarks import archive, bundle
+from benchmarks import archive
+from benchmarks.submission import bundle
 from benchmarks.cli import main
 from benchmarks.records import CATALOGUE
 from benchmarks.privacy import randomizers
@@ -302,7 +303,7 @@ def test_every_reason_an_audit_flags_its_claim_fails_a_check():
     """A noise check below its charge (DP-ERM's and GNMax's releases, which a one-run
     bound cannot see) fails a check with its figure; a flag of any other kind fails one
     too, so that what submit passes the bundle's reader never refuses."""
-    from benchmarks.submit import audit_checks
+    from benchmarks.submission.submit import audit_checks
 
     audit = {"claimed_epsilon": 1.0, "confidence": 0.975, "epsilon_lower_bound": 0.2,
              "release": None, "flagged": True,
