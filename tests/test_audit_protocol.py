@@ -93,7 +93,8 @@ def dp_sgd_twin(run: dict, protocol: int, rejected: bool) -> dict:
     return rehashed(twin)
 
 
-@pytest.mark.parametrize("rejected", [False, True], ids=["not-rejected", "rejected"])
+@pytest.mark.parametrize("rejected", [  # a site each, 7 s: the rejected one in this tier
+    pytest.param(False, marks=pytest.mark.integration), True], ids=["not-rejected", "rejected"])
 def test_the_site_shows_a_tested_claims_verdict_and_empirical_epsilon(tmp_path, rejected):
     import reports
 

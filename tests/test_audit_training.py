@@ -365,7 +365,8 @@ def objective_noise_zero(monkeypatch):
 
 
 @pytest.mark.parametrize("cell, break_it", [
-    (LP_1ST, labels_never_randomised),
+    pytest.param(LP_1ST, labels_never_randomised,  # trains its twin twice, 18 s
+                 marks=pytest.mark.integration),
     pytest.param(DP_SGD, noise_calibrated_but_never_added,  # trains its canaries twice
                  marks=pytest.mark.integration),
     (DP_ERM, objective_noise_zero),
@@ -382,6 +383,7 @@ def test_honest_methods_pass_and_broken_ones_are_flagged(cell, break_it, monkeyp
     assert broken.epsilon_lower_bound > 1.15 * broken.claimed_epsilon
 
 
+@pytest.mark.integration  # tunes and audits a twin: 18 s
 def test_a_privately_tuned_twin_is_audited_against_the_selections_claim(digits, monkeypatch):
     """The twin of a tuned cell trains every candidate on the canaries and is judged
     against what the selection claims: approximate, at the cell's delta."""

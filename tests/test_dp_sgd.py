@@ -151,6 +151,7 @@ def test_update_is_noised_clipped_sum_over_the_expected_batch_size():
     assert noise.std() == pytest.approx(4.0 * 0.5, rel=0.01)
 
 
+@pytest.mark.integration  # pretrains, then fine-tunes: 9 s
 def test_public_pretraining_then_private_fine_tuning(monkeypatch):
     from benchmarks import datasets
     from benchmarks.contract import Dataset

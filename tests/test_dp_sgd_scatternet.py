@@ -386,6 +386,7 @@ def test_noiseless_statistics_are_flagged_at_the_suites_mnist_setting(monkeypatc
     assert tested["rejected"] and tested["correct"] == tested["guesses"], tested
 
 
+@pytest.mark.integration  # trains an audited cell: 11 s
 def test_an_audited_fit_reads_its_noisy_steps():
     pytest.importorskip("tensorflow")
     from benchmarks import datasets

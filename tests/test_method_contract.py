@@ -18,7 +18,18 @@ from benchmarks.privacy.randomizers import randomized_response
 from benchmarks.registry import all_methods
 
 
-@pytest.fixture(scope="module", params=sorted(all_methods()))
+# The checks below fit a method three times more. These fits take 5 to 20 s each, and
+# another method of this tier runs their code: PATE's semi-supervised GAN students
+# (GNMax's and Confident-GNMax's fits run PATE's teachers and votes), LNMax (GNMax with
+# Laplace noise), the supervised student (GNMax's), LP-2ST's SSL prior (RR's SSL prior).
+# They run in the integration tier.
+INTEGRATION_FITS = {"pate-co-teaching", "pate-plus", "pate-plus-plus", "pate-lnmax",
+                    "pate-supervised", "lp-2st-ssl-prior"}
+
+
+@pytest.fixture(scope="module", params=[
+    pytest.param(name, marks=[pytest.mark.integration] if name in INTEGRATION_FITS else [])
+    for name in sorted(all_methods())])
 def fitted(request):
     method = all_methods()[request.param]
     if budget_for(method) is None:

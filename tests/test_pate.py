@@ -155,6 +155,7 @@ class PeekingStudent(pate.PateConfidentGnmax):
         return super().fit(train, num_classes, public_x)
 
 
+@pytest.mark.integration  # trains two students: 10 s
 def test_the_label_check_catches_a_student_given_the_true_labels(digits, honest_runs, cache,
                                                                  monkeypatch):
     monkeypatch.setitem(_REGISTRY, "peeking-student", PeekingStudent)

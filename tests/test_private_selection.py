@@ -358,6 +358,7 @@ class Logged(LP1ST):
         return super().fit(train, num_classes)
 
 
+@pytest.mark.integration  # tunes twice: 17 s
 def test_an_interrupted_tuned_fit_resumes_from_its_saved_scores(tiny, tmp_path, monkeypatch):
     monkeypatch.setattr(tuning.code_version, "dirty", lambda: False)
     train, test_x, k = tiny

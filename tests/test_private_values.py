@@ -68,7 +68,8 @@ def test_no_private_diagnostic_of_any_family_is_published(smoke_results, tmp_pat
         assert not leaked, (path.relative_to(site), leaked)
 
 
-@pytest.mark.parametrize("method", ["pate-gnmax", "pate-lnmax"])
+@pytest.mark.parametrize("method", [
+    "pate-gnmax", pytest.param("pate-lnmax", marks=pytest.mark.integration)])  # 6 s more
 def test_planted_votes_leave_no_trace_of_their_data_dependent_epsilon(method, monkeypatch,
                                                                       tmp_path):
     """Teachers that mostly agree (planted votes) make PATE's data-dependent epsilon, a

@@ -245,6 +245,7 @@ def test_a_broken_dp_sgd_release_is_flagged_at_the_quick_suites_setting(break_it
     assert rejected(quick_dp_sgd_release(break_it, monkeypatch))
 
 
+@pytest.mark.integration  # trains an audited cell: 13 s
 def test_a_dp_sgd_cells_audit_reads_its_noisy_steps():
     """The audited twin plants the phantoms on its run's ledger; the mechanism of the
     run observes them, and the record says where and on how many. An honest cell is not
@@ -291,6 +292,7 @@ def test_labeldp_pro_with_its_dp_sgd_noise_halved_is_flagged_at_label_dp_smalls_
     assert rejected(label_dp_small_labeldp_pro_release(noise_at_half, monkeypatch))
 
 
+@pytest.mark.integration  # trains an audited cell: 12 s
 def test_a_labeldp_pro_cells_audit_reads_its_noisy_steps():
     """Label canaries for the model, and phantom gradients in its noisy clipped sum."""
     result = audit_training("labeldp-pro", datasets.load("digits"), Budget(2.0, 1e-5),

@@ -203,6 +203,7 @@ def test_split_sizes_come_from_the_verified_cache(tmp_path):
     assert cached_sizes(spec, tmp_path) == {"train": len(data.train), "test": len(data.test)}
 
 
+@pytest.mark.integration  # two sites: 15 s
 def test_superseded_configurations_are_hidden_counted_and_shown_on_request(tmp_path):
     records = catalogued(GOLDEN / "records", tmp_path / "records")
     current = {json.loads(path.read_text())["config_id"]

@@ -303,7 +303,12 @@ def students(digits):
     return student
 
 
-@pytest.mark.parametrize("mode", ssgan.MODES)
+SLOW_MODES = ("co-teaching-plus", "pate-plus-plus")  # 7 and 13 s: the integration tier
+
+
+@pytest.mark.parametrize("mode", [
+    pytest.param(mode, marks=[pytest.mark.integration] if mode in SLOW_MODES else [])
+    for mode in ssgan.MODES])
 def test_every_mode_trains_and_predicts_probabilities(digits, students, mode):
     student = students(mode)
     p = student.predict_proba(digits[3])
@@ -328,7 +333,8 @@ def test_the_supervised_student_never_reads_the_unlabelled_inputs(digits, studen
     assert not np.array_equal(students("pate").predict_proba(x_test), gan.predict_proba(x_test))
 
 
-@pytest.mark.parametrize("mode", ["pate-plus-plus", "co-teaching"])
+@pytest.mark.parametrize("mode", [pytest.param("pate-plus-plus", marks=pytest.mark.integration),
+                                  "co-teaching"])
 def test_equal_seeds_give_equal_students(digits, students, mode):
     x_l, y_l, x_u, x_test = digits
     first = students(mode)

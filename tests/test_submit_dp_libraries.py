@@ -35,6 +35,9 @@ SPENT = (r"{library} ran sigma ([\d.]+) \(clip \d\) for \d+ steps at q [\d.–]+
 OBSERVED = {library: bundle.charged_as_observed([library]) for library in library_watch.OF}
 SHUFFLED = {library: f"{SHUFFLED_BATCHES} ({library})" for library in library_watch.OF}
 UNWATCHED = "privboard: error: privboard submit cannot see every noisy step of this fit: "
+# A Keras fit's submission takes 10 to 20 s: the honest one and its quarter-noise break run
+# in the integration tier (tensorflow-privacy's watch keeps its fast checks here).
+SLOW = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
@@ -70,8 +73,9 @@ def site_row(method: str, done, tmp_path, capsys) -> str:
 @pytest.mark.parametrize("method, library, accounting", [
     pytest.param("opacus-mlp", library_watch.OPACUS, OBSERVED, marks=needs_opacus),
     pytest.param("opacus-ghost-mlp", library_watch.OPACUS, OBSERVED, marks=needs_opacus),
-    pytest.param("opacus-shuffled-mlp", library_watch.OPACUS, SHUFFLED, marks=needs_opacus),
-    ("tfp-keras-mlp", library_watch.TF_PRIVACY, SHUFFLED)])
+    pytest.param("opacus-shuffled-mlp", library_watch.OPACUS, SHUFFLED,
+                 marks=[needs_opacus, pytest.mark.integration]),
+    pytest.param("tfp-keras-mlp", library_watch.TF_PRIVACY, SHUFFLED, marks=SLOW)])
 def test_an_honest_fit_passes_labelled_by_how_its_batches_were_drawn(submitted, method,
                                                                      library, accounting):
     """make_private's Poisson batches (hooks or ghost clipping) are charged as observed;
@@ -94,7 +98,7 @@ def test_an_honest_fit_passes_labelled_by_how_its_batches_were_drawn(submitted, 
 
 @pytest.mark.parametrize("method, library, mark", [
     pytest.param("opacus-mlp", library_watch.OPACUS, OBSERVED, marks=needs_opacus),
-    ("tfp-keras-mlp", library_watch.TF_PRIVACY, SHUFFLED)])
+    pytest.param("tfp-keras-mlp", library_watch.TF_PRIVACY, SHUFFLED, marks=SLOW)])
 def test_the_site_shows_the_label_beside_the_row(submitted, method, library, mark, tmp_path,
                                                  capsys):
     row = site_row(method, submitted(method), tmp_path, capsys)
@@ -104,7 +108,7 @@ def test_the_site_shows_the_label_beside_the_row(submitted, method, library, mar
 
 @pytest.mark.parametrize("method, library", [
     pytest.param("opacus-quarter-mlp", library_watch.OPACUS, marks=needs_opacus),
-    ("tfp-keras-quarter-mlp", library_watch.TF_PRIVACY)])
+    pytest.param("tfp-keras-quarter-mlp", library_watch.TF_PRIVACY, marks=SLOW)])
 def test_a_quarter_of_the_charged_noise_multiplier_is_refused_with_its_epsilon(
         submitted, method, library):
     """Seen by the method contract already, on its tiny data."""

@@ -113,6 +113,7 @@ def test_training_step_gives_each_teacher_its_own_gradient(digits):
             np.testing.assert_allclose(w0 - w1, g.numpy(), rtol=1e-3, atol=1e-6)
 
 
+@pytest.mark.integration  # eight Keras fits: 8 s
 def test_adam_steps_equal_separate_keras_fits(digits):
     """Two full-shard epochs: two Adam steps per teacher, as ``model.fit`` takes them."""
     x, y, shards = digits.train.x, digits.train.y, shards_of(len(digits.train.x))
