@@ -8,7 +8,7 @@ GPU_EXTRA := $(if $(filter 1,$(GPU)),$(COMMA)gpu)
 INSTALLED := $(VENV)/.installed$(if $(GPU_EXTRA),-gpu)
 export TF_CPP_MIN_LOG_LEVEL ?= 3
 
-.PHONY: bench test test-integration test-paper-suite data report publish browser clean
+.PHONY: bench test test-integration test-paper-suite test-ci data report publish browser clean
 
 # tensorflow-privacy 0.9.0 needs Python < 3.12, and the pinned stack needs 3.11.
 NO_PYTHON := no $(PYTHON) here: privboard needs Python 3.11 (tensorflow-privacy 0.9.0 \
@@ -59,7 +59,7 @@ browser:
 # Two pytest workers (pytest-xdist): each test module stays on one worker, so its shared
 # fixtures are built once; the paper suite's tiny steps are spread (tests/conftest.py).
 # `make test` leaves out the tests marked integration (pyproject.toml says which):
-# `make test-integration` runs them; CI runs `make test` and `make test-paper-suite`.
+# `make test-integration` runs them; CI runs `make test` and `make test-ci`.
 PYTEST := $(BIN)/python -m pytest -q -n 2 --dist loadgroup
 test: data $(OPACUS_INSTALLED)
 	$(PYTEST) -m 'not integration'
@@ -67,10 +67,17 @@ test: data $(OPACUS_INSTALLED)
 test-integration: data browser $(OPACUS_INSTALLED)
 	$(PYTEST) -m integration
 
-# The GPU-sized paper suite's tiny steps alone (part of test-integration): CI runs them
-# beside `make test`, so no setting of that suite can break unseen.
+# The GPU-sized paper suite's tiny steps alone (part of test-integration), so that no
+# setting of that suite can break unseen.
+PAPER_SUITE_TESTS := tests/test_paper_suite_settings.py
 test-paper-suite: data
-	$(PYTEST) -m integration tests/test_paper_suite_settings.py
+	$(PYTEST) -m integration $(PAPER_SUITE_TESTS)
+
+# What CI runs beside `make test`: the paper suite's tiny steps and the README's four ways
+# in, in one pytest, so that the second worker takes the paper suite while the first
+# follows the README.
+test-ci: data $(OPACUS_INSTALLED)
+	$(PYTEST) -m integration $(PAPER_SUITE_TESTS) tests/test_readme_paths.py
 
 # The leaderboard as one folder for any static host (or to open from the file system): the
 # archive, results/ when there is one, and the bundles of privboard submit named in BUNDLES

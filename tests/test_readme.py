@@ -102,8 +102,9 @@ def test_the_headline_table_reads_as_the_papers_table_4(archive_rows):
 
 
 def test_the_submission_walkthrough_gives_the_readmes_commands():
-    """docs/submission.md's commands for the Opacus and tensorflow-privacy examples are
-    the README's, which tests/test_readme_paths.py runs."""
+    """docs/submission.md's commands that install and submit the Opacus and
+    tensorflow-privacy examples are the README's, which tests/test_readme_paths.py runs;
+    it shows each bundle alone, the README both at once."""
     def commands(text: str) -> list[str]:
         return [line.split("  #")[0].strip() for block in re.findall(r"```sh\n(.*?)```",
                                                                       text, re.S)
@@ -111,5 +112,10 @@ def test_the_submission_walkthrough_gives_the_readmes_commands():
     readme = commands(README.read_text())
     walkthrough = commands((README.parent / "docs" / "submission.md").read_text())
     examples = [line for line in walkthrough
-                if "opacus" in line or "tfp-keras" in line]
-    assert len(examples) == 6 and set(examples) <= set(readme), examples
+                if ("opacus" in line or "tfp-keras" in line) and " report " not in line]
+    assert len(examples) == 4 and set(examples) <= set(readme), examples
+    shown = [line for line in walkthrough if line.startswith("privboard report --results ")
+             and ("opacus" in line or "tfp-keras" in line)]
+    assert shown == ["privboard report --results opacus-mlp.bundle",
+                     "privboard report --results tfp-keras-mlp.bundle"]
+    assert "privboard report --results opacus-mlp.bundle tfp-keras-mlp.bundle" in readme

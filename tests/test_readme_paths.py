@@ -122,11 +122,12 @@ def test_a_method_in_one_file_runs_reports_and_passes_its_contract_tests(clone):
                     reason="needs the opacus extra (make test installs it)")
 def test_a_method_from_another_package_is_ranked_and_a_keras_fit_never_best(clone):
     follow(clone, "3. A method from another package")
-    site = clone / "reports" / "site"  # the last report's: the tensorflow-privacy bundle
+    site = clone / "reports" / "site"  # the report of both bundles
     for epsilon in ("1", "4"):
         line = ranked(site, "digits", "full-dp", epsilon, "tfp-keras-mlp")
         assert "third-party" in line and "no proven bound" in line
         assert "best-tag" not in line
+        assert "third-party" in ranked(site, "digits", "full-dp", epsilon, "opacus-mlp")
     for method in ("opacus-mlp", "tfp-keras-mlp"):
         assert (clone / f"{method}.bundle" / "submission.json").is_file()
 
