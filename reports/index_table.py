@@ -7,7 +7,7 @@ import pandas as pd
 from benchmarks.privacy import Protects
 from reports.presentation import (SCOPES, UNKNOWN_NOTION, dataset_title, ordered_datasets,
                                   presentation, settings_badge, short_notion, slug)
-from reports.rows import QUICK_SUITE, model_note, unproven
+from reports.rows import QUICK_SUITE, charge, model_note, unproven
 
 # The epsilons a line shows, as (rows column, header, tooltip). An audited epsilon (an
 # empirical lower bound on what a run leaks) becomes one more column of the rows: add it
@@ -79,7 +79,7 @@ def table_line(row) -> dict:
         "delta": _number(row.delta),
         "ours": ours_of(row), "paper": paper_of(row), "audit": audit_of(row),
         "settings": settings_badge(row.chosen, row.chosen_detail) if row.cell else None,
-        "unproven": unproven(row), "group": _group(row.section)}
+        "unproven": unproven(row), "charge": charge(row), "group": _group(row.section)}
 
 
 def audit_of(row) -> dict | None:

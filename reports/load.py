@@ -26,7 +26,8 @@ MODEL_HPARAMS = ("model", "teacher_model")
 RECORD_COLUMNS = ("path", "status", "suite", "dataset", "method", "variant", "model",
                   "config_id", "seed", "epsilon", "delta", "spent_epsilon", "metric", "value",
                   *NOTION_FIELDS, "chosen", "chosen_detail", "superseded", "audit",
-                  "record_kind", "source", "wall_time_s", "no_proven_bound", "record")
+                  "record_kind", "source", "wall_time_s", "no_proven_bound",
+                  "charged_clip_norms", "record")
 # Where a record was found.
 ARCHIVED, LOCAL, BOTH, THIRD_PARTY = "archived", "this machine", "both", "third-party"
 
@@ -68,7 +69,8 @@ def load_records(results: Path | Sequence[Path] | None, metric_of: Mapping[str, 
     records = pd.DataFrame(rows, columns=list(RECORD_COLUMNS))
     return records.astype({"epsilon": float, "delta": float, "spent_epsilon": float,
                            "value": float, "superseded": bool, "audit": bool,
-                           "wall_time_s": float, "no_proven_bound": bool})
+                           "wall_time_s": float, "no_proven_bound": bool,
+                           "charged_clip_norms": float})
 
 
 def folders_of(results: Path | str | Sequence[Path | str] | None) -> list[Path]:
@@ -114,7 +116,17 @@ def _flatten(record: RunRecord, metric_of: Mapping[str, str],
             or (record.audits and record.audit_protocol < audit_protocol_of.get(record.method, 1)),
             "audit": record.is_audit, "record_kind": record.kind, "source": source,
             "wall_time_s": record.wall_time_s, "no_proven_bound": record.no_proven_bound,
-            "record": record}
+            "charged_clip_norms": charged_clip_norms(record), "record": record}
+
+
+def charged_clip_norms(record: RunRecord) -> float:
+    """The sensitivity its ledger charged a clipped gradient step, in clipping norms: 1
+    when one record is added or removed, 2 when one label is replaced (the clipped
+    gradient moves anywhere within the ball); NaN for a record without such a step."""
+    ratios = [entry["details"]["sensitivity"] / entry["details"]["clip_norm"]
+              for entry in record.privacy.ledger
+              if {"sensitivity", "clip_norm"} <= set(entry.get("details") or {})]
+    return max(ratios, default=math.nan)
 
 
 def model_name(record: RunRecord, defaults_of: Mapping[str, dict]) -> str:

@@ -19,7 +19,7 @@ from reports.load import THIRD_PARTY
 from reports.presentation import (KIND_WORDS, SCOPES, dataset_title, family_of,
                                   ordered_datasets, presentation, settings_badge,
                                   short_notion, slug, variant_beyond_model)
-from reports.rows import NOT_RANKED, format_delta, format_epsilon, unproven
+from reports.rows import NOT_RANKED, charge, format_delta, format_epsilon, unproven
 
 # The families a reader picks from, as (css class of the notion, tab title).
 FAMILIES = (("label-dp", "label-DP"), ("full-dp", "full DP"), ("other-notion", "local"),
@@ -128,7 +128,7 @@ def _entry(row) -> dict:
             "cell": row.cell, "page": slug(row.cell), "delta": float(row.delta), "audit": audit,
             "refuted": bool(audit and audit["flagged"]),
             **settings_badge(row.chosen, row.chosen_detail),
-            "unproven": unproven(row),
+            "unproven": unproven(row), "charge": charge(row),
             "paper": None if pd.isna(row.paper_value) else {
                 "value": row.paper_value, "diff": row.diff, "beyond": bool(row.beyond_tolerance),
                 "citation": f"{row.paper}, {row.table}, {row.column}"},

@@ -31,7 +31,7 @@ PAPER_FIELDS = ["paper", "table", "column", "column_inferred", "paper_value", "n
 ROW_COLUMNS = [
     "dataset", "metric", "section", "method", "variant", "model", "suite", "epsilon", "delta",
     *NOTION_FIELDS, "chosen", "chosen_detail", "n", "failed", "mean", "std", "source",
-    "no_proven_bound", "spent_epsilon", "paper_variant",
+    "no_proven_bound", "charged_clip_norms", "spent_epsilon", "paper_variant",
     *PAPER_FIELDS, "diff", "beyond_tolerance", "model_non_private", "paper_non_private",
     "superseded", "cell"]
 STANDARD_PROTECTS = (Protects.LABELS.value, Protects.RECORDS.value, Protects.NOTHING.value)
@@ -59,6 +59,7 @@ def group_records(records: pd.DataFrame) -> pd.DataFrame:
                         chosen=("chosen", "first"), chosen_detail=("chosen_detail", "first"),
                         failed=("status", lambda status: int((status == "failed").sum())),
                         no_proven_bound=("no_proven_bound", "any"),
+                        charged_clip_norms=("charged_clip_norms", "max"),
                         **{key: (key, "first") for key in DISPLAY_KEYS})
     for field in NOTION_FIELDS:
         cells[field] = grouped[field].agg(_distinct)
@@ -89,7 +90,8 @@ def compute_rows(records: pd.DataFrame, published: pd.DataFrame,
     paper_only = paper[~paper["paper_id"].isin(pairs["paper_id"])].assign(
         variant=lambda frame: frame["paper_variant"], delta=lambda frame: frame["paper_delta"],
         model="", suite="", chosen="", chosen_detail="", n=0, failed=0, mean=math.nan,
-        std=math.nan, source="", no_proven_bound=False, spent_epsilon=math.nan,
+        std=math.nan, source="", no_proven_bound=False, charged_clip_norms=math.nan,
+        spent_epsilon=math.nan,
         superseded=False, cell="")
     rows = pd.concat([frame for frame in (pairs, ours_only, paper_only) if not frame.empty],
                      ignore_index=True)
@@ -181,6 +183,13 @@ def unproven(row) -> str:
     """The mark of a row whose DP-SGD steps took shuffled batches accounted as Poisson
     samples (never marked best), or ""."""
     return SHUFFLED_BATCHES if row.no_proven_bound else ""
+
+
+def charge(row) -> str:
+    """The mark of a row whose clipped gradient steps were charged at more than one
+    clipping norm (2C under label substitution), or ""."""
+    factor = row.charged_clip_norms
+    return f"charged at sensitivity {factor:g}C" if pd.notna(factor) and factor != 1 else ""
 
 
 def format_epsilon(epsilon: float) -> str:
