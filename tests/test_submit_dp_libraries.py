@@ -35,8 +35,8 @@ SPENT = (r"{library} ran sigma ([\d.]+) \(clip \d\) for \d+ steps at q [\d.–]+
 OBSERVED = {library: bundle.charged_as_observed([library]) for library in library_watch.OF}
 SHUFFLED = {library: f"{SHUFFLED_BATCHES} ({library})" for library in library_watch.OF}
 UNWATCHED = "privboard: error: privboard submit cannot see every noisy step of this fit: "
-# A Keras fit's submission takes 10 to 20 s: the honest one and its quarter-noise break run
-# in the integration tier (tensorflow-privacy's watch keeps its fast checks here).
+# A submission of a Keras fit or of Opacus' shuffled batches takes 8 to 20 s: it runs in the
+# integration tier (tensorflow-privacy's watch keeps its fast checks here).
 SLOW = pytest.mark.integration
 
 
@@ -74,7 +74,7 @@ def site_row(method: str, done, tmp_path, capsys) -> str:
     pytest.param("opacus-mlp", library_watch.OPACUS, OBSERVED, marks=needs_opacus),
     pytest.param("opacus-ghost-mlp", library_watch.OPACUS, OBSERVED, marks=needs_opacus),
     pytest.param("opacus-shuffled-mlp", library_watch.OPACUS, SHUFFLED,
-                 marks=[needs_opacus, pytest.mark.integration]),
+                 marks=[needs_opacus, SLOW]),
     pytest.param("tfp-keras-mlp", library_watch.TF_PRIVACY, SHUFFLED, marks=SLOW)])
 def test_an_honest_fit_passes_labelled_by_how_its_batches_were_drawn(submitted, method,
                                                                      library, accounting):
