@@ -11,7 +11,8 @@ from scipy import optimize, special, stats
 
 from benchmarks.audit.claim_audit import (CLAIM_GUESS_SHARES, audit_claim, noise_boundary,
                                           right_guesses)
-from benchmarks.privacy import Ledger, RdpCurve, SampledGaussian, rdp, records
+from benchmarks.audit.simulation import GaussianRelease, add_release
+from benchmarks.privacy import Ledger, Neighbours, RdpCurve, SampledGaussian, rdp, records
 from benchmarks.privacy.claimed_profile import PLD, RDP, ClaimedProfile
 from benchmarks.privacy.one_run_fdp import rejects
 from benchmarks.privacy.phantom_canaries import PhantomCanaries
@@ -154,14 +155,13 @@ def claim(sigma: float = SIGMA, rate: float = RATE, steps: int = STEPS) -> Claim
 
 def simulated_evidence(rng: np.random.Generator, noise: float, rate: float = RATE,
                        steps: int = STEPS) -> tuple[np.ndarray, np.ndarray]:
-    """The phantom canaries' log-likelihood ratios after the mechanism at ``noise``
-    (sampled, clipped to 1, noised), read as the audited twin reads them."""
-    phantoms = PhantomCanaries(rng.integers(0, 2, CANARIES).astype(bool))
-    for _ in range(steps):
-        sampled = phantoms.coins & (rng.random(CANARIES) < rate)
-        phantoms.observe("simulated", sampled + noise * rng.standard_normal(CANARIES), rate,
-                         1.0)
-    return phantoms.llr, phantoms.coins
+    """The phantom canaries' evidence after the mechanism at ``noise`` (sampled, clipped
+    to 1, noised; its exact law, benchmarks.audit.simulation), read as the audited twin
+    reads it."""
+    phantoms = PhantomCanaries(rng.integers(0, 2, CANARIES).astype(bool),
+                               Neighbours.ADD_REMOVE)
+    add_release(rng, phantoms, GaussianRelease("simulated", noise, rate, steps, 0))
+    return phantoms.evidence(), phantoms.coins
 
 
 def rejection_rate(claimed: ClaimedProfile, noise: float, seed: int, runs: int = RUNS,

@@ -1,10 +1,11 @@
 """A noisy-gradient cell's Gaussian releases alone, audited with phantom canaries: its
 statistics of the training inputs if it releases any (a data normalisation's noisy
 means), then the noisy clipped sum of every DP-SGD step at its setting (dataset size,
-sampling rate, clip norm and sensitivity, calibrated noise and steps), each on inputs of
-no coordinates, since the phantoms touch none of a model's. The same releases, charges,
-phantoms and audit as the cell's audited twin, without its training: for measuring the
-audit's power and for tests of broken mechanisms at a suite's setting.
+sampling rate, clip norm and sensitivity, calibrated noise and steps), each on real
+coordinates of zeros (STAND_INS of them, or the scattering's channels), since the
+phantoms touch none of a model's. The same releases, charges, phantoms and audit as the
+cell's audited twin, without its training: for measuring the audit's power and for
+tests of broken mechanisms at a suite's setting.
 """
 from __future__ import annotations
 
@@ -12,16 +13,24 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.audit import levels
 from benchmarks.audit.training import CONFIDENCE, PHANTOMS, phantom_audit
 from benchmarks.privacy.claimed_profile import ClaimedProfile
 from benchmarks.privacy.phantom_canaries import PhantomCanaries
+
+# The real coordinates of zeros each step releases: enough for the noise check to see
+# half the noise at once, few beside the phantoms.
+STAND_INS = 4096
+SCATTERING_CHANNELS = 81
 
 
 def audit_cell_release(cell, *, epsilon: float | None = None, seed: int = 0,
                        phantoms: int = PHANTOMS) -> dict[str, Any]:
     """The release audit (benchmarks.audit.training.phantom_audit) of one run of
     ``cell``'s releases, at the cell's epsilon unless another is given, with ``phantoms``
-    canaries; their coins and every noise drawn from ``seed``."""
+    canaries; their coins and every noise drawn from ``seed``. With it, ``noise_checks``:
+    each release's real coordinates' noise against its phantoms', with its level and
+    whether it fails there."""
     import tensorflow as tf
 
     from benchmarks import datasets
@@ -34,9 +43,11 @@ def audit_cell_release(cell, *, epsilon: float | None = None, seed: int = 0,
     method = get_method(cell.method)(budget, context=RunContext(seed=seed), **cell.hparams)
     rng = np.random.default_rng(seed)
     ledger = method.ctx.ledger
-    ledger.phantoms = PhantomCanaries(rng.integers(0, 2, size=phantoms).astype(bool))
+    notion = method.notion_for(budget, method.hparams)
+    ledger.phantoms = PhantomCanaries(rng.integers(0, 2, size=phantoms).astype(bool),
+                                      notion.neighbours)
     dataset_size = len(datasets.load(cell.dataset).train.y)
-    method.release_statistics(np.zeros((dataset_size, 1, 1, 0), np.float32))
+    method.release_statistics(np.zeros((dataset_size, 1, 1, SCATTERING_CHANNELS), np.float32))
     calibration = method.calibration(dataset_size)
     mechanism = NoisyClippedSum(
         ledger, dataset_size=dataset_size, sampling_rate=calibration["sampling_rate"],
@@ -47,9 +58,13 @@ def audit_cell_release(cell, *, epsilon: float | None = None, seed: int = 0,
     @tf.function(autograph=False)
     def step():
         mechanism.batch()  # samples the phantoms
-        return mechanism.noisy_mean_of_no_examples()
+        return mechanism.noisy_mean_of_zeros(STAND_INS)
 
     for _ in range(calibration["steps"]):
         step()
-    claim = ClaimedProfile.of(ledger, method.notion_for(budget, method.hparams), budget.delta)
-    return phantom_audit(ledger.phantoms, claim, CONFIDENCE)
+    release = phantom_audit(ledger.phantoms, ClaimedProfile.of(ledger, notion, budget.delta),
+                            CONFIDENCE)
+    checks = ledger.phantoms.noise_checks()
+    level = levels.noise_check_level({"release": release}, 1 - CONFIDENCE, len(checks))
+    return release | {"noise_checks": [check.as_dict(level) | {"level": level}
+                                       for check in checks]}

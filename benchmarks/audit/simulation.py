@@ -1,0 +1,144 @@
+"""Exact simulations of honest audited twins: how often a release exactly as private as
+its claim is flagged (benchmarks.audit.levels holds every verdict at 5%; these measure
+it). Each simulated run hands the audit's own code what a twin's run would hand it, and
+its verdict is ``levels.judge``'s.
+
+- Gaussian releases (``gaussian_twin``): the phantoms' evidence reads only their sums
+  over a mechanism's n steps, so those are drawn from their exact law instead of step
+  by step: a phantom in the set is sampled in K ~ Binomial(n, q) steps and its sum is
+  c K + s sqrt(n) N, c the direction of its vector, s the noise in clip norms and N a
+  standard normal. The probes' and the real coordinates' squares of noise are
+  chi-squared. The model's canaries are a model that shows each of them as the release
+  does: as many more phantoms in the same releases, read as the model audit reads its
+  evidence.
+- Label releases (``label_twin``): the layer's own mechanism on the canaries' labels,
+  read by the audit's own code; the model is one that memorises each canary's released
+  label.
+- Noise checks (``checked_twin``, DP-ERM and PATE): the checks themselves, which draw
+  the mechanism at its charged setting; the model is randomized response on each
+  canary's coin at the claimed epsilon, the release for which the one-run bound is tight.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+import numpy as np
+
+from benchmarks.audit import levels
+from benchmarks.audit.canaries import IMAGE_CANARIES, LABEL, Canaries, centred_ranks
+from benchmarks.audit.claim_audit import guess_counts, rejects_curve, right_guesses
+from benchmarks.audit.one_run import one_run_bound
+from benchmarks.audit.training import (PHANTOMS, model_release_audit, release_audit,
+                                       steinke_bound)
+from benchmarks.privacy import Ledger, Neighbours, noise_checks
+from benchmarks.privacy.claimed_profile import ClaimedProfile
+from benchmarks.privacy.phantom_canaries import PROBES, PhantomCanaries
+
+
+@dataclasses.dataclass(frozen=True)
+class GaussianRelease:
+    """``steps`` releases of one mechanism: its noise in clip norms, its sampling rate
+    and the real coordinates it noises over all its steps."""
+
+    mechanism: str
+    noise: float
+    sampling_rate: float
+    steps: int
+    real_values: int
+
+
+def add_release(rng: np.random.Generator, planted: PhantomCanaries, release: GaussianRelease,
+                real_noise: float = 1.0) -> None:
+    """The sums of ``release`` on ``planted`` (module docstring), its real coordinates
+    noised at ``real_noise`` times the phantoms' noise."""
+    m, steps, s = len(planted), release.steps, release.noise
+    shift = np.zeros(m)
+    rows = planted.rows
+    shift[rows] = planted.signs * rng.binomial(steps, release.sampling_rate, len(rows))
+    planted.add(release.mechanism, release.sampling_rate, steps,
+                shift + s * np.sqrt(steps) * rng.standard_normal(m),
+                s * s * 2 * rng.standard_gamma(PROBES * steps / 2), PROBES * steps,
+                (real_noise * s) ** 2 * 2 * rng.standard_gamma(release.real_values / 2),
+                release.real_values)
+
+
+def gaussian_twin(rng: np.random.Generator, releases: tuple[GaussianRelease, ...],
+                  claim: ClaimedProfile, neighbours: Neighbours, epsilon: float,
+                  family_wise: float = levels.FAMILY_WISE_LEVEL, phantoms: int = PHANTOMS,
+                  canaries: int = IMAGE_CANARIES, real_noise: float = 1.0) -> levels.Verdict:
+    """The verdict on one exact run of ``releases`` (claimed: ``claim``, the cell's
+    budget ``epsilon`` at the claim's delta) with ``phantoms`` phantoms and a model of
+    ``canaries`` canaries."""
+    coins = rng.integers(0, 2, phantoms + canaries).astype(bool)
+    planted = PhantomCanaries(coins, neighbours)
+    for release in releases:
+        add_release(rng, planted, release, real_noise)
+    evidence, coins = planted.evidence(), planted.coins
+    tested, tested_coins = evidence[:phantoms], coins[:phantoms]
+    counts = guess_counts(phantoms)
+    claim_level = levels.test_levels(levels.GAUSSIAN, family_wise)[levels.CLAIM]
+    rejected = rejects_curve(claim.tradeoff(), phantoms, counts,
+                             right_guesses(tested, tested_coins, counts), claim_level)
+    confidence = 1 - family_wise
+    steinke = steinke_bound(tested, tested_coins, claim.delta, confidence)
+    shown = evidence[phantoms:]  # inclusion canaries are read by rank (canaries.py)
+    if neighbours is Neighbours.ADD_REMOVE:
+        shown = centred_ranks(shown)
+    model = one_run_bound(shown, coins[phantoms:], claim.delta, confidence)
+    return levels.judge({
+        **_model(model, epsilon, claim.delta, confidence),
+        "release": {"canaries": steinke.canaries, "guesses": steinke.guesses,
+                    "correct": steinke.correct, "claim_test": {"rejected": rejected}},
+        "noise_checks": [check.as_dict(0.0) for check in planted.noise_checks()]})
+
+
+def _model(bound, epsilon: float, delta: float, confidence: float) -> dict[str, Any]:
+    """The fields of a twin's record that the verdict reads of its model audit."""
+    return {"confidence": confidence, "claimed_epsilon": epsilon, "claimed_delta": delta,
+            "canaries": bound.canaries, "guesses": bound.guesses, "correct": bound.correct}
+
+
+# (ledger, labels, rng, examples) -> the release of ``labels``, through the ledger.
+LabelRelease = Callable[[Ledger, np.ndarray, np.random.Generator, np.ndarray], Any]
+
+
+def label_twin(rng: np.random.Generator, release: LabelRelease, classes: int, epsilon: float,
+               family_wise: float = levels.FAMILY_WISE_LEVEL,
+               canaries: int = IMAGE_CANARIES) -> levels.Verdict:
+    """The verdict on one run of ``release`` on ``canaries`` label canaries, one pair of
+    ``classes`` fixed in advance, at a pure claim of ``epsilon``."""
+    pair = rng.choice(classes, 2, replace=False)
+    planted = Canaries(LABEL, np.zeros((canaries, 1)), np.tile(pair, (canaries, 1)))
+    coins = rng.integers(0, 2, canaries).astype(bool)
+    rows = np.arange(canaries)
+    ledger = Ledger()
+    ledger.watch(rows)
+    release(ledger, planted.labels[rows, coins.astype(int)], rng, rows)
+    evidence, where, observed = planted.release_evidence(ledger.observed, 0)
+    confidence = 1 - family_wise
+    model = one_run_bound(evidence, coins, 0.0, confidence)
+    return levels.judge({**_model(model, epsilon, 0.0, confidence),
+                         "release": release_audit(evidence, where, observed, coins, 0.0,
+                                                  confidence)})
+
+
+def checked_twin(rng: np.random.Generator, charged: Ledger, epsilon: float, delta: float,
+                 canaries: int, family_wise: float = levels.FAMILY_WISE_LEVEL) -> levels.Verdict:
+    """The verdict on one twin whose release is checked by its noise checks (the charges
+    of ``charged``): DP-ERM's, whose release is the model, and PATE's, with none."""
+    checks = noise_checks.check_ledger(charged, rng)
+    coins = rng.integers(0, 2, canaries).astype(bool)
+    kept = rng.random(canaries) < np.exp(epsilon) / (1 + np.exp(epsilon))
+    model = one_run_bound(np.where(coins == kept, 1.0, -1.0), coins, delta, 1 - family_wise)
+    released = (model_release_audit(model, [charge.mechanism for charge in charged.charges])
+                if charged.model_releases else None)
+    return levels.judge({**_model(model, epsilon, delta, 1 - family_wise), "release": released,
+                         "noise_checks": [check.as_dict(0.0) for check in checks]})
+
+
+def flagged(runs: int, twin: Callable[[np.random.Generator], levels.Verdict],
+            seed: int = 0) -> int:
+    """How many of ``runs`` simulated twins are flagged."""
+    rng = np.random.default_rng(seed)
+    return sum(twin(rng).flagged for _ in range(runs))

@@ -1,0 +1,217 @@
+"""How often an honest audited twin is flagged, and an honest submission refused.
+
+Each family's release at its suite's setting, exactly as private as its claim, simulated
+exactly (benchmarks.audit.simulation) and judged by the audit's own code at the
+family-wise level of benchmarks.audit.levels (5%):
+
+- the Gaussian releases (GAUSSIAN: DP-SGD and ScatterNet under add/remove, DP-SGD under
+  label-DP and LabelDP-Pro under label substitution at 2C), 500,000 phantoms and a model
+  of 1,000 canaries that shows each as the release does;
+- the label releases (LABELS: RRWithPrior, binary randomized response, ALIBI's noisy
+  one-hot vectors) on 1,000 label canaries, a model that memorises each released label;
+- the releases checked by their noise (CHECKED: DP-ERM, PATE), a model that is
+  randomized response on each canary's coin at the claim.
+
+Then ``privboard submit``'s refusal (SUBMISSIONS): as many twins as the quick suite
+gives a method of the family, each judged at its share of the submission's level, and
+for a plugin that trains with a watched library (Opacus), each cell's check of the noise
+it added (its p-value exactly uniform for an honest library).
+
+Each line: the runs flagged, their rate with its 95% Clopper-Pearson interval, and how
+often each test rejected.
+
+    nice -n 19 python -m speed.bench_false_flags [--runs 1000] [--families dp-sgd,alibi]
+        [--submissions lp-1st] [--seed 0]
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import math
+import os
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # the table, not TensorFlow's start-up
+
+import numpy as np  # noqa: E402
+from scipy import stats  # noqa: E402
+
+from benchmarks import datasets  # noqa: E402
+from benchmarks.audit import levels, simulation  # noqa: E402
+from benchmarks.audit.dp_sgd_release import SCATTERING_CHANNELS, STAND_INS  # noqa: E402
+from benchmarks.context import RunContext  # noqa: E402
+from benchmarks.contract import Budget  # noqa: E402
+from benchmarks.privacy import Ledger, SampledGaussian, randomizers, records  # noqa: E402
+from benchmarks.privacy.audit_bounds import (clopper_pearson_lower,  # noqa: E402
+                                             clopper_pearson_upper)
+from benchmarks.privacy.claimed_profile import ClaimedProfile  # noqa: E402
+from benchmarks.privacy.noisy_clipped_mean import MECHANISM as MEAN  # noqa: E402
+from benchmarks.registry import get_method  # noqa: E402
+from benchmarks.suites import load_suite  # noqa: E402
+
+# name -> (suite, method, dataset): the suite's audited cell.
+GAUSSIAN = {
+    "dp-sgd": ("label-dp-small", "dp-sgd", "mnist"),
+    "dp-sgd-label-dp": ("label-dp-small", "dp-sgd-label-dp", "mnist"),  # LabelDP-Pro's there
+    "labeldp-pro": ("quick", "labeldp-pro", "mnist"),
+    "dp-sgd-scatternet": ("label-dp-small", "dp-sgd-scatternet", "mnist"),
+}
+# name -> (classes, epsilon, the release): the quick suite's label releases.
+LABELS = {
+    "lp-1st": (10, 2.0, lambda ledger, labels, rng, rows: randomizers.rr_with_prior(
+        ledger, labels, np.full((len(labels), 10), 0.1), 2.0, rng, examples=rows)),
+    "spread-lr": (2, math.log(4), lambda ledger, labels, rng, rows:
+                  randomizers.randomized_response(ledger, labels, 2, math.log(4), rng,
+                                                  examples=rows)),
+    "alibi": (10, 1.0, lambda ledger, labels, rng, rows: randomizers.laplace_one_hot(
+        ledger, labels, 10, 1.0, rng, examples=rows)),
+}
+CHECKED = ("dp-erm-objective", "pate-confident-gnmax")
+# A submission of a method of the family's release (its twins and cells in the quick
+# suite); "opacus" stands for a plugin whose twins audit the model alone and whose cells
+# ran a watched library.
+SUBMISSIONS = ("dp-sgd", "lp-1st", "opacus")
+NOISE_DRAWS = 10_000_000  # the coordinates an Opacus cell noised, over its steps
+
+
+def gaussian(name: str):
+    """(run, what): one simulated twin of the suite's cell, at a family-wise level."""
+    from benchmarks.privacy.noisy_clipped_sum import MECHANISM as SUM
+
+    suite, method_name, dataset = GAUSSIAN[name]
+    cell = next(c for c in load_suite(suite).cells
+                if c.method == method_name and c.dataset == dataset and c.audit)
+    budget = Budget(cell.epsilon, cell.delta)
+    method = get_method(cell.method)(budget, context=RunContext(seed=0), **cell.hparams)
+    ledger = method.ctx.ledger
+    size = len(datasets.load(cell.dataset).train.y)
+    method.release_statistics(np.zeros((size, 1, 1, SCATTERING_CHANNELS), np.float32))
+    means = [c.cost for c in ledger.charges if c.mechanism == MEAN]
+    releases = [simulation.GaussianRelease(MEAN, means[0].noise_multiplier, 1.0, len(means),
+                                           SCATTERING_CHANNELS * len(means))] if means else []
+    calibration = method.calibration(size)
+    ledger.charge(SUM, records(), SampledGaussian(calibration["noise_multiplier"],
+                                                  calibration["sampling_rate"],
+                                                  calibration["steps"]))
+    releases.append(simulation.GaussianRelease(
+        "DP-SGD noisy clipped sum", calibration["noise_multiplier"] * method.gradient_sensitivity,
+        calibration["sampling_rate"], calibration["steps"], STAND_INS * calibration["steps"]))
+    notion = method.notion_for(budget, method.hparams)
+    claim = ClaimedProfile.of(ledger, notion, cell.delta)
+    claim.tradeoff()  # computed once, before the runs
+    what = (f"{cell.suite} {cell.method} on {cell.dataset} at epsilon {cell.epsilon:g} "
+            f"({notion.neighbours.value}; claimed curve's epsilon {claim.epsilon():.3f})")
+    return (lambda rng, level: simulation.gaussian_twin(
+        rng, tuple(releases), claim, notion.neighbours, cell.epsilon, level)), what
+
+
+def label(name: str):
+    classes, epsilon, release = LABELS[name]
+    return (lambda rng, level: simulation.label_twin(rng, release, classes, epsilon, level),
+            f"quick {name}'s release at epsilon {epsilon:.3g}, {classes} classes")
+
+
+def checked(name: str):
+    """The quick suite's audited cell's charges: DP-ERM's from a fit, PATE's from its
+    aggregation of stand-in votes (its noise checks read the charges alone)."""
+
+    cell = next(c for c in load_suite("quick").cells if c.method == name and c.audit)
+    model = get_method(name)(Budget(cell.epsilon, cell.delta), **cell.hparams)
+    data = datasets.load(cell.dataset)
+    if name.startswith("pate"):
+        model._aggregate(np.tile([150, 100] + [0] * 8, (cell.hparams["queries"], 1)))
+        canaries = 1000
+    else:
+        model.fit(data.train, data.num_classes)
+        canaries = data.train.x.shape[1]
+    ledger = model.ctx.ledger
+    return (lambda rng, level: simulation.checked_twin(rng, ledger, cell.epsilon, cell.delta,
+                                                       canaries, level),
+            f"quick {name} on {cell.dataset} at epsilon {cell.epsilon:g}")
+
+
+def opacus_twin(rng, level):
+    """A plugin's twin that audits its model alone, as randomized response at the
+    quick suite's DP-SGD claim."""
+    return simulation.checked_twin(rng, Ledger(), 1.0, 1e-5, 1000, level)
+
+
+def family(name: str):
+    if name in GAUSSIAN:
+        return gaussian(name)
+    if name in LABELS:
+        return label(name)
+    if name in CHECKED:
+        return checked(name)
+    raise SystemExit(f"unknown family {name}; known: "
+                     f"{', '.join([*GAUSSIAN, *LABELS, *CHECKED])}")
+
+
+def interval(flagged: int, runs: int) -> str:
+    """The rate and its two-sided 95% Clopper-Pearson interval."""
+    low = clopper_pearson_lower(flagged, runs, 0.975)
+    high = clopper_pearson_upper(flagged, runs, 0.975)
+    return f"{100 * flagged / runs:.2f}% [{100 * low:.2f}%, {100 * high:.2f}%]"
+
+
+def twins(names: list[str], runs: int, seed: int) -> None:
+    print(f"Honest audited twins, simulated exactly, judged at the family-wise level "
+          f"{levels.FAMILY_WISE_LEVEL:.0%}; rate [95% Clopper-Pearson interval]")
+    for name in names:
+        twin, what = family(name)
+        rng = np.random.default_rng(seed)
+        rejected, flagged, start = collections.Counter(), 0, time.perf_counter()
+        for _ in range(runs):
+            verdict = twin(rng, levels.FAMILY_WISE_LEVEL)
+            flagged += verdict.flagged
+            rejected.update({test.test for test in verdict.tests if test.rejects})
+        tests = "; ".join(f"{test} {rejected[test]}"
+                          for test in levels.SHARES[verdict.kind] if test in
+                          {t.test for t in verdict.tests})
+        print(f"{name}: {what}\n  flagged {flagged} of {runs}: {interval(flagged, runs)} "
+              f"(each test's rejections: {tests}) in {time.perf_counter() - start:.0f} s",
+              flush=True)
+
+
+def submissions(names: list[str], runs: int, seed: int) -> None:
+    print(f"\nHonest submissions, every twin and library check at its share of "
+          f"{levels.FAMILY_WISE_LEVEL:.0%}")
+    for name in names:
+        opacus = name == "opacus"
+        method = "dp-sgd" if opacus else name
+        cells = [c for c in load_suite("quick", grid_for=method).cells
+                 if c.method == method and not c.skip]
+        count = len({c.config_id for c in cells
+                     if get_method(method).notion_for(c.budget, c.hparams).private})
+        twin_level, library_level = levels.submission_levels(count, len(cells) + count)
+        twin = opacus_twin if opacus else family(name)[0]
+        rng, refused, start = np.random.default_rng(seed), 0, time.perf_counter()
+        for _ in range(runs):
+            refusals = [twin(rng, twin_level).flagged for _ in range(count)]
+            if opacus:  # each cell's and twin's chi-squared check of the noise it added
+                refusals += list(stats.chi2.cdf(rng.chisquare(NOISE_DRAWS, len(cells) + count),
+                                                NOISE_DRAWS) < library_level)
+            refused += any(refusals)
+        print(f"{name}: {count} twins at {100 * twin_level:.3g}% each"
+              + (f", {len(cells) + count} library checks at {100 * library_level:.3g}% each"
+                 if opacus else "")
+              + f"\n  refused {refused} of {runs}: {interval(refused, runs)} in "
+                f"{time.perf_counter() - start:.0f} s", flush=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m speed.bench_false_flags",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=1000, help="simulated runs per line")
+    parser.add_argument("--families", default=",".join([*GAUSSIAN, *LABELS, *CHECKED]),
+                        help="the twins' families (empty: none)")
+    parser.add_argument("--submissions", default=",".join(SUBMISSIONS),
+                        help=f"the submissions, of {', '.join(SUBMISSIONS)} (empty: none)")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    twins([n for n in args.families.split(",") if n], args.runs, args.seed)
+    submissions([n for n in args.submissions.split(",") if n], args.runs, args.seed)
+
+
+if __name__ == "__main__":
+    main()
