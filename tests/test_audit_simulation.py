@@ -67,12 +67,20 @@ def small_twin(rng, release=RELEASE, real_noise=1.0) -> levels.Verdict:
                                     canaries=300, real_noise=real_noise)
 
 
+def at_most_the_level(flagged: int, runs: int) -> bool:
+    """At most as many flags as ``runs`` twins flagged at the family-wise level give
+    but with probability 0.1%."""
+    return flagged <= stats.binom.ppf(0.999, runs, levels.FAMILY_WISE_LEVEL)
+
+
 def test_honest_twins_are_flagged_at_most_at_the_family_wise_level():
-    """A small Gaussian release and the quick suite's ALIBI release, 40 runs each."""
-    assert simulation.flagged(40, small_twin) <= 2
+    """A small Gaussian release and the quick suite's ALIBI release, whose bound at the
+    release is tight (its rejections near their 2.5%), 40 runs each."""
+    assert at_most_the_level(simulation.flagged(40, small_twin), 40)
     alibi = lambda ledger, labels, rng, rows: randomizers.laplace_one_hot(
         ledger, labels, 10, 1.0, rng, examples=rows)
-    assert simulation.flagged(40, lambda rng: simulation.label_twin(rng, alibi, 10, 1.0)) <= 2
+    assert at_most_the_level(
+        simulation.flagged(40, lambda rng: simulation.label_twin(rng, alibi, 10, 1.0)), 40)
 
 
 def test_broken_releases_are_flagged_in_the_simulations_too():

@@ -301,6 +301,129 @@ def test_a_labeldp_pro_cells_audit_reads_its_noisy_steps():
     assert not result.flagged
 
 
+# ----- the neighbouring relation and the real coordinates' noise, every Gaussian release ----
+
+def suite_release(suite: str, method: str, break_it=None, monkeypatch=None,
+                  tiny: bool = False) -> dict:
+    """The suite's audited cell of ``method`` on MNIST, its releases alone with as many
+    phantoms as its twin, ``break_it`` planted; ``tiny``: the same on the digits for 29
+    steps (epsilon 1 there: noise multiplier 4.2 at sampling rate 0.18), in seconds, with
+    100,000 phantoms (enough to see a release at sensitivity C in 10 of 10 exact
+    simulations)."""
+    import dataclasses
+
+    from benchmarks.audit import dp_sgd_release
+    from benchmarks.suites import load_suite
+
+    cell = next(c for c in load_suite(suite).cells
+                if c.method == method and c.dataset == "mnist" and c.audit)
+    if tiny:
+        cell = dataclasses.replace(cell, dataset="digits",
+                                   hparams={**cell.hparams, "epochs": 5.0, "batch_size": 256})
+    if break_it:
+        break_it(monkeypatch, method)
+    return dp_sgd_release.audit_cell_release(cell, seed=1,
+                                             **({"phantoms": 100_000} if tiny else {}))
+
+
+def at_sensitivity_c(monkeypatch, method):
+    """The release configured (noised and charged) at sensitivity C, where replacing a
+    label moves a clipped gradient by 2C: the error of LabelDP-Pro's paper."""
+    monkeypatch.setattr(get_method(method), "gradient_sensitivity", 1.0)
+
+
+class RealNoiseHalved:
+    """A generator that draws half the noise on every tensor but the phantoms'."""
+
+    def __init__(self, generator, phantoms: int) -> None:
+        self.generator, self.phantoms = generator, phantoms
+
+    def normal(self, shape, stddev):
+        import tensorflow as tf
+
+        real = list(tf.get_static_value(shape)) != [self.phantoms]
+        return self.generator.normal(shape, stddev=stddev / 2 if real else stddev)
+
+    def __getattr__(self, name):
+        return getattr(self.generator, name)
+
+
+class RealNoiseHalvedRng:
+    """A numpy generator that halves the noise before the phantoms' coordinates."""
+
+    def __init__(self, rng, phantoms: int) -> None:
+        self.rng, self.phantoms = rng, phantoms
+
+    def normal(self, loc, scale, shape):
+        draws = self.rng.normal(loc, scale, shape)
+        draws[:shape[0] - self.phantoms] /= 2
+        return draws
+
+
+def real_noise_at_half(monkeypatch, method):
+    """Every Gaussian release noises its real coordinates at half the phantoms' noise."""
+    from benchmarks.privacy.noisy_clipped_mean import NoisyClippedMean
+    from benchmarks.privacy.noisy_clipped_sum import NoisyClippedSum
+
+    def wrapped(cls, attribute, wrapper):
+        real = cls.__init__
+
+        def init(self, ledger, **kwargs):
+            real(self, ledger, **kwargs)
+            setattr(self, attribute, wrapper(getattr(self, attribute), ledger.phantoms.size))
+        monkeypatch.setattr(cls, "__init__", init)
+
+    wrapped(NoisyClippedSum, "generator", RealNoiseHalved)
+    wrapped(NoisyClippedMean, "rng", RealNoiseHalvedRng)
+
+
+def noise_failures(release: dict) -> list[str]:
+    return [check["mechanism"] for check in release["noise_checks"] if check["flagged"]]
+
+
+LABEL_SUBSTITUTION = ["labeldp-pro", "dp-sgd-label-dp"]
+GAUSSIAN_RELEASES = ["dp-sgd", *LABEL_SUBSTITUTION, "dp-sgd-scatternet"]
+SUITE = {"dp-sgd": "quick", "labeldp-pro": "label-dp-small", "dp-sgd-label-dp": "label-dp-small",
+         "dp-sgd-scatternet": "label-dp-small"}
+
+
+@pytest.mark.parametrize("method", LABEL_SUBSTITUTION)
+def test_a_label_substitution_release_at_sensitivity_c_is_flagged(method, monkeypatch):
+    """The phantoms move as a replaced label moves a gradient, +C to -C, whatever the
+    sensitivity the release is configured at (a small release on the digits)."""
+    honest = suite_release(SUITE[method], method, tiny=True)
+    assert not honest["claim_test"]["rejected"] and not noise_failures(honest), honest
+    assert suite_release(SUITE[method], method, at_sensitivity_c, monkeypatch,
+                         tiny=True)["claim_test"]["rejected"]
+
+
+@pytest.mark.parametrize("method", GAUSSIAN_RELEASES)
+def test_real_coordinates_noised_at_half_are_flagged(method, monkeypatch):
+    """Each release's real coordinates' noise is checked against its phantoms': half of
+    it fails (a small release on the digits; ScatterNet's statistics too)."""
+    broken = suite_release(SUITE[method], method, real_noise_at_half, monkeypatch, tiny=True)
+    expected = ["DP-SGD noisy clipped sum, its real coordinates"]
+    if method == "dp-sgd-scatternet":
+        expected.insert(0, "Gaussian mean of clipped vectors, its real coordinates")
+    assert noise_failures(broken) == expected, broken["noise_checks"]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("method", LABEL_SUBSTITUTION)
+def test_a_release_at_sensitivity_c_is_flagged_at_label_dp_smalls_setting(method, monkeypatch):
+    honest = suite_release("label-dp-small", method)
+    assert not honest["claim_test"]["rejected"] and not noise_failures(honest), honest
+    assert suite_release("label-dp-small", method, at_sensitivity_c,
+                         monkeypatch)["claim_test"]["rejected"]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("method", GAUSSIAN_RELEASES)
+def test_real_noise_at_half_is_flagged_at_the_suites_setting(method, monkeypatch):
+    assert noise_failures(suite_release(SUITE[method], method, real_noise_at_half,
+                                        monkeypatch))
+
+
 # ----- ALIBI: each canary's noisy one-hot vector -------------------------------------------
 
 def test_an_honest_alibi_is_audited_at_its_release_near_its_claim():
