@@ -38,14 +38,11 @@ from scipy import stats  # noqa: E402
 
 from benchmarks import datasets  # noqa: E402
 from benchmarks.audit import levels, simulation  # noqa: E402
-from benchmarks.audit.dp_sgd_release import SCATTERING_CHANNELS, STAND_INS  # noqa: E402
-from benchmarks.context import RunContext  # noqa: E402
+from benchmarks.audit.dp_sgd_release import simulated_releases  # noqa: E402
 from benchmarks.contract import Budget  # noqa: E402
-from benchmarks.privacy import Ledger, SampledGaussian, randomizers, records  # noqa: E402
+from benchmarks.privacy import Ledger, randomizers  # noqa: E402
 from benchmarks.privacy.audit_bounds import (clopper_pearson_lower,  # noqa: E402
                                              clopper_pearson_upper)
-from benchmarks.privacy.claimed_profile import ClaimedProfile  # noqa: E402
-from benchmarks.privacy.noisy_clipped_mean import MECHANISM as MEAN  # noqa: E402
 from benchmarks.registry import get_method  # noqa: E402
 from benchmarks.suites import load_suite  # noqa: E402
 
@@ -76,33 +73,15 @@ NOISE_DRAWS = 10_000_000  # the coordinates an Opacus cell noised, over its step
 
 def gaussian(name: str):
     """(run, what): one simulated twin of the suite's cell, at a family-wise level."""
-    from benchmarks.privacy.noisy_clipped_sum import MECHANISM as SUM
-
-    suite, method_name, dataset = GAUSSIAN[name]
+    suite, method, dataset = GAUSSIAN[name]
     cell = next(c for c in load_suite(suite).cells
-                if c.method == method_name and c.dataset == dataset and c.audit)
-    budget = Budget(cell.epsilon, cell.delta)
-    method = get_method(cell.method)(budget, context=RunContext(seed=0), **cell.hparams)
-    ledger = method.ctx.ledger
-    size = len(datasets.load(cell.dataset).train.y)
-    method.release_statistics(np.zeros((size, 1, 1, SCATTERING_CHANNELS), np.float32))
-    means = [c.cost for c in ledger.charges if c.mechanism == MEAN]
-    releases = [simulation.GaussianRelease(MEAN, means[0].noise_multiplier, 1.0, len(means),
-                                           SCATTERING_CHANNELS * len(means))] if means else []
-    calibration = method.calibration(size)
-    ledger.charge(SUM, records(), SampledGaussian(calibration["noise_multiplier"],
-                                                  calibration["sampling_rate"],
-                                                  calibration["steps"]))
-    releases.append(simulation.GaussianRelease(
-        "DP-SGD noisy clipped sum", calibration["noise_multiplier"] * method.gradient_sensitivity,
-        calibration["sampling_rate"], calibration["steps"], STAND_INS * calibration["steps"]))
-    notion = method.notion_for(budget, method.hparams)
-    claim = ClaimedProfile.of(ledger, notion, cell.delta)
+                if c.method == method and c.dataset == dataset and c.audit)
+    releases, claim, neighbours, _ = simulated_releases(cell)
     claim.tradeoff()  # computed once, before the runs
     what = (f"{cell.suite} {cell.method} on {cell.dataset} at epsilon {cell.epsilon:g} "
-            f"({notion.neighbours.value}; claimed curve's epsilon {claim.epsilon():.3f})")
+            f"({neighbours.value}; claimed curve's epsilon {claim.epsilon():.3f})")
     return (lambda rng, level: simulation.gaussian_twin(
-        rng, tuple(releases), claim, notion.neighbours, cell.epsilon, level)), what
+        rng, releases, claim, neighbours, cell.epsilon, level)), what
 
 
 def label(name: str):

@@ -35,7 +35,8 @@ def step_by_step(rng: np.random.Generator, planted: PhantomCanaries,
         real = release.noise * rng.standard_normal(release.real_values // release.steps)
         planted.observe(release.mechanism,
                         contribution + release.noise * rng.standard_normal(planted.size),
-                        release.sampling_rate, 1.0, float(real @ real), len(real))
+                        release.sampling_rate, 1.0, release.noise, float(real @ real),
+                        len(real))
 
 
 @pytest.mark.parametrize("neighbours", [Neighbours.ADD_REMOVE, Neighbours.SUBSTITUTION])
@@ -48,6 +49,9 @@ def test_the_simulated_sums_have_the_law_of_the_release_step_by_step(neighbours)
     for side in (coins, ~coins):
         assert stats.ks_2samp(b.sums[side], a.sums[side]).pvalue > 1e-3
         assert stats.ks_2samp(drawn.evidence()[side], stepped.evidence()[side]).pvalue > 1e-3
+        for row in range(len(a.counts)):  # each bin's counts
+            found, expected = b.counts[row, side], a.counts[row, side]
+            assert abs(found.mean() - expected.mean()) <= 5 * max(expected.std(), 0.01) / 100
     assert b.probe_values == a.probe_values == PROBES * RELEASE.steps
     assert b.noise_variance == pytest.approx(RELEASE.noise ** 2, rel=0.01)
     assert b.real_values == a.real_values

@@ -9,6 +9,7 @@ tests of broken mechanisms at a suite's setting.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -68,3 +69,51 @@ def audit_cell_release(cell, *, epsilon: float | None = None, seed: int = 0,
     level = levels.noise_check_level({"release": release}, 1 - CONFIDENCE, len(checks))
     return release | {"noise_checks": [check.as_dict(level) | {"level": level}
                                        for check in checks]}
+
+
+def simulated_releases(cell, epsilon: float | None = None):
+    """The releases of ``cell`` (at ``epsilon`` unless the cell's) as an exact simulation
+    draws them (benchmarks.audit.simulation), with the curve its ledger claims, the
+    neighbouring relation of its notion and its budget: the same statistics and DP-SGD
+    steps as ``audit_cell_release``, at the same noise, sampling rate and steps."""
+    from benchmarks import datasets
+    from benchmarks.audit.simulation import GaussianRelease
+    from benchmarks.context import RunContext
+    from benchmarks.contract import Budget
+    from benchmarks.privacy import SampledGaussian, records
+    from benchmarks.privacy.noisy_clipped_mean import MECHANISM as MEAN
+    from benchmarks.privacy.noisy_clipped_sum import MECHANISM as SUM
+    from benchmarks.registry import get_method
+
+    budget = Budget(cell.epsilon if epsilon is None else epsilon, cell.delta)
+    method = get_method(cell.method)(budget, context=RunContext(seed=0), **cell.hparams)
+    ledger = method.ctx.ledger
+    size = len(datasets.load(cell.dataset).train.y)
+    method.release_statistics(np.zeros((size, 1, 1, SCATTERING_CHANNELS), np.float32))
+    means = [c.cost for c in ledger.charges if c.mechanism == MEAN]
+    releases = [GaussianRelease(MEAN, means[0].noise_multiplier, 1.0, len(means),
+                                SCATTERING_CHANNELS * len(means))] if means else []
+    calibration = method.calibration(size)
+    ledger.charge(SUM, records(), SampledGaussian(calibration["noise_multiplier"],
+                                                  calibration["sampling_rate"],
+                                                  calibration["steps"]))
+    releases.append(GaussianRelease(
+        "DP-SGD noisy clipped sum", calibration["noise_multiplier"] * method.gradient_sensitivity,
+        calibration["sampling_rate"], calibration["steps"], STAND_INS * calibration["steps"]))
+    notion = method.notion_for(budget, method.hparams)
+    return (tuple(releases), ClaimedProfile.of(ledger, notion, budget.delta), notion.neighbours,
+            budget)
+
+
+def audit_simulated_release(cell, *, epsilon: float | None = None, seed: int = 0,
+                            phantoms: int = PHANTOMS, noise: float = 1.0) -> dict[str, Any]:
+    """``audit_cell_release`` on an exact simulation of the releases, each noised at
+    ``noise`` times its charge: in seconds where the mechanisms take minutes."""
+    from benchmarks.audit.simulation import add_release
+
+    releases, claim, neighbours, _ = simulated_releases(cell, epsilon)
+    rng = np.random.default_rng(seed)
+    planted = PhantomCanaries(rng.integers(0, 2, size=phantoms).astype(bool), neighbours)
+    for release in releases:
+        add_release(rng, planted, dataclasses.replace(release, noise=noise * release.noise))
+    return phantom_audit(planted, claim, CONFIDENCE)

@@ -3,11 +3,13 @@ its claim is flagged (benchmarks.audit.levels holds every verdict at 5%; these m
 it). Each simulated run hands the audit's own code what a twin's run would hand it, and
 its verdict is ``levels.judge``'s.
 
-- Gaussian releases (``gaussian_twin``): the phantoms' evidence reads only their sums
-  over a mechanism's n steps, so those are drawn from their exact law instead of step
-  by step: a phantom in the set is sampled in K ~ Binomial(n, q) steps and its sum is
-  c K + s sqrt(n) N, c the direction of its vector, s the noise in clip norms and N a
-  standard normal. The probes' and the real coordinates' squares of noise are
+- Gaussian releases (``gaussian_twin``): the phantoms' evidence reads only how many of
+  a mechanism's n steps put each phantom in each bin, so those counts are drawn from
+  their exact law instead of step by step: a phantom in the set is sampled in
+  K ~ Binomial(n, q) steps, and its counts are a multinomial of n - K draws over the
+  bins' probabilities under N(0, s^2) plus one of K under N(c, s^2), c the direction of
+  its vector and s the noise in clip norms (its sum, read only where there is no noise,
+  is c K + s sqrt(n) N). The probes' and the real coordinates' squares of noise are
   chi-squared. The model's canaries are a model that shows each of them as the release
   does: as many more phantoms in the same releases, read as the model audit reads its
   evidence.
@@ -33,7 +35,8 @@ from benchmarks.audit.training import (PHANTOMS, model_release_audit, release_au
                                        steinke_bound)
 from benchmarks.privacy import Ledger, Neighbours, noise_checks
 from benchmarks.privacy.claimed_profile import ClaimedProfile
-from benchmarks.privacy.phantom_canaries import PROBES, PhantomCanaries
+from benchmarks.privacy.phantom_canaries import (EDGES, PROBES, PhantomCanaries,
+                                                  bin_probabilities)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,17 +53,40 @@ class GaussianRelease:
 
 def add_release(rng: np.random.Generator, planted: PhantomCanaries, release: GaussianRelease,
                 real_noise: float = 1.0) -> None:
-    """The sums of ``release`` on ``planted`` (module docstring), its real coordinates
-    noised at ``real_noise`` times the phantoms' noise."""
+    """The counts and sums of ``release`` on ``planted`` (module docstring), its real
+    coordinates noised at ``real_noise`` times the phantoms' noise."""
     m, steps, s = len(planted), release.steps, release.noise
-    shift = np.zeros(m)
+    sampled, direction = np.zeros(m, np.int64), np.zeros(m)
     rows = planted.rows
-    shift[rows] = planted.signs * rng.binomial(steps, release.sampling_rate, len(rows))
-    planted.add(release.mechanism, release.sampling_rate, steps,
-                shift + s * np.sqrt(steps) * rng.standard_normal(m),
+    sampled[rows] = rng.binomial(steps, release.sampling_rate, len(rows))
+    direction[rows] = planted.signs
+    edges = EDGES * s
+    counts = multinomial(rng, steps - sampled, bin_probabilities(edges, 0.0, s))
+    for sign in (1.0, -1.0):
+        shifted = np.flatnonzero((direction == sign) & (sampled > 0))
+        counts[:, shifted] += multinomial(rng, sampled[shifted],
+                                          bin_probabilities(edges, sign, s))
+    planted.add(release.mechanism, release.sampling_rate, s, steps, counts,
+                direction * sampled + s * np.sqrt(steps) * rng.standard_normal(m),
                 s * s * 2 * rng.standard_gamma(PROBES * steps / 2), PROBES * steps,
                 (real_noise * s) ** 2 * 2 * rng.standard_gamma(release.real_values / 2),
                 release.real_values)
+
+
+def multinomial(rng: np.random.Generator, draws: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """One multinomial of ``draws[i]`` draws over the probabilities ``p`` per column i,
+    (bins, columns): bin by bin, each a binomial of the draws left at its share of the
+    probability left."""
+    counts = np.zeros((len(p), len(draws)), np.int64)
+    left, rest = draws.astype(np.int64), 1.0
+    for b, share in enumerate(p[:-1]):
+        if rest <= 0:
+            break
+        counts[b] = rng.binomial(left, min(1.0, max(0.0, share / rest)))
+        left -= counts[b]
+        rest -= share
+    counts[-1] += left
+    return counts
 
 
 def gaussian_twin(rng: np.random.Generator, releases: tuple[GaussianRelease, ...],

@@ -78,7 +78,7 @@ class NoisyClippedMean:
         if phantoms is not None:
             real = len(total) - phantoms.size
             noise = noisy[:real] - total[:real]
-            phantoms.observe(MECHANISM, noisy[real:], 1.0, self.clip_norm,
+            phantoms.observe(MECHANISM, noisy[real:], 1.0, self.clip_norm, self.noise_std,
                              float(noise @ noise), real)
             noisy = noisy[:real]
         return self.ledger.released(MECHANISM, noisy / self.dataset_size,

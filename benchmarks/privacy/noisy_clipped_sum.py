@@ -152,5 +152,5 @@ class NoisyClippedSum:
 
     def _observe(self, released, squares, values):
         self.phantoms.observe("DP-SGD noisy clipped sum", released, self.sampling_rate,
-                              self.clip_norm, float(squares), int(values))
+                              self.clip_norm, self.noise_std, float(squares), int(values))
         return True

@@ -20,21 +20,24 @@ the same draw, and hands their coordinates of the release to ``observe``, with t
 of squares of the noise it added to its own, real coordinates.
 
 What the audit reads, per mechanism (its steps share one sampling rate and one noise
-scale): each phantom's sum S1 of its coordinate over the n steps, in clip norms, and the
-probes' sum of squares, which measures the noise scale s on the release itself (a
-statistic built with the claimed noise would read a release noised less than claimed
-with weights made for more). Sampled in K ~ Binomial(n, q) steps (q the claimed sampling
-rate), a phantom's sum is N(c K, n s^2), c its direction, so the evidence is the
-log-likelihood ratio of S1 between the coin's two sides,
+scale): how many of each phantom's n steps fell in each of the bins EDGES (in units of
+the mechanism's noise, as configured; in clip norms, a sampled phantom adds c = +-1 or
+0), and the probes' sum of squares, which measures the noise scale s on the release
+itself (a statistic built with the claimed noise would read a release noised less than
+claimed with weights made for more). A step in bin b has the log-likelihood ratio
 
-    log sum_k P[K = k] exp((2 k S1 - k^2) / (2 n s^2)) - (the same at c = -1, or 0),
+    l_b = log[(1 - q) P0(b) + q P+(b)] - log P0(b), under add/remove, or
+          log[(1 - q) P0(b) + q P+(b)] - log[(1 - q) P0(b) + q P-(b)], under substitution,
 
-the most powerful test of a coin given the sum, summed over the mechanisms. At the
-suites' audited cells (epsilon 1, noise multipliers of 3 and more) it is as powerful as
-the log-likelihood ratio of every step; at epsilon 4, where single steps stand out from
-the noise, less (docs/audits.md). In exchange it reads the release only through its sums,
-whose law is exact at two draws a phantom, so honest audits can be simulated exactly
-(benchmarks.audit.simulation).
+P0, P+ and P- the bin's probabilities under N(0, s^2), N(1, s^2) and N(-1, s^2), q the
+claimed sampling rate. The steps are independent given the coin, so the evidence is
+sum_b N_b l_b: the log-likelihood ratio of the phantom's released sequence read through
+the bins, the most powerful test of its coin from them. The bins are fine enough (half
+the noise wide over +-4 noise widths) to lose little of the log-likelihood ratio of the
+values themselves, which weighs a step far out in the tail (a sampled step that stands
+out from the noise) much more than the sum of the steps does; and its law is exact and
+cheap, a phantom's counts being multinomial given how many steps sampled it, so honest
+audits can be simulated exactly (benchmarks.audit.simulation).
 
 The noise on the real coordinates is checked against the probes' (``noise_checks``): a
 mechanism that noises the phantoms as charged and its own coordinates less is flagged.
@@ -56,11 +59,13 @@ GRADIENT_NORM = 1e3
 PROBES = 16_384
 
 
-# Counts of sampled steps less likely than this against the likeliest count are left out
-# of the evidence's sum (their terms are below 1e-26 of it).
-_LOG_NEGLIGIBLE = -60.0
-# Exponents beyond this are kept out of exp (float64 overflows at 709).
-_LOG_SAFE = 600.0
+# The bins of a phantom's released values, in units of its mechanism's noise: half a
+# noise wide over +-4, then wider into the tails.
+EDGES = np.array([-8, -6, -5, -4, -3.5, -3, -2.5, -2, -1.5, -1, -0.5, 0, 0.5, 1, 1.5, 2, 2.5, 3,
+                  3.5, 4, 5, 6, 8], dtype=np.float64)
+BINS = len(EDGES) + 1
+# A phantom's count per bin fits in this type: a mechanism releases at most its maximum.
+_COUNT = np.uint16
 
 
 @dataclasses.dataclass
@@ -68,7 +73,9 @@ class Release:
     """What the phantoms saw of one mechanism's releases, in its clip norms."""
 
     sampling_rate: float
-    sums: np.ndarray  # S1 per phantom
+    noise: float  # the noise the mechanism is configured with: places the bins
+    counts: np.ndarray  # (BINS, phantoms): the steps of each phantom in each bin
+    sums: np.ndarray  # their sums: the evidence of a release without noise
     steps: int = 0
     probe_squares: float = 0.0
     probe_values: int = 0
@@ -139,24 +146,45 @@ class PhantomCanaries:
         return list(self.releases)
 
     def observe(self, mechanism: str, released: np.ndarray, sampling_rate: float,
-                clip_norm: float, real_squares: float, real_values: int) -> None:
-        """One release of the phantoms' and probes' coordinates (``size`` values), with
-        the sum of squares of the noise on the mechanism's ``real_values`` coordinates."""
+                clip_norm: float, noise: float, real_squares: float, real_values: int
+                ) -> None:
+        """One release of the phantoms' and probes' coordinates (``size`` values) by a
+        mechanism configured with ``noise`` (its standard deviation), with the sum of
+        squares of the noise on its ``real_values`` coordinates."""
         u = np.asarray(released, dtype=np.float64) / clip_norm
-        probes = u[len(self):]
-        self.add(mechanism, sampling_rate, 1, u[:len(self)], float(probes @ probes),
-                 len(probes), real_squares / clip_norm ** 2, real_values)
+        phantoms, probes = u[:len(self)], u[len(self):]
+        release = self._release(mechanism, sampling_rate, noise / clip_norm, 1)
+        release.counts[np.searchsorted(EDGES * release.noise, phantoms),
+                       np.arange(len(self))] += 1
+        self._add(release, phantoms, float(probes @ probes), len(probes),
+                  real_squares / clip_norm ** 2, real_values)
 
-    def add(self, mechanism: str, sampling_rate: float, steps: int, sums: np.ndarray,
-            probe_squares: float, probe_values: int, real_squares: float,
-            real_values: int) -> None:
-        """``steps`` releases of ``mechanism``, by their sums (in clip norms)."""
-        release = self.releases.setdefault(mechanism,
-                                           Release(sampling_rate, np.zeros(len(self))))
-        if release.sampling_rate != sampling_rate:
+    def add(self, mechanism: str, sampling_rate: float, noise: float, steps: int,
+            counts: np.ndarray, sums: np.ndarray, probe_squares: float, probe_values: int,
+            real_squares: float, real_values: int) -> None:
+        """``steps`` releases of ``mechanism`` (``noise`` in clip norms), by each
+        phantom's counts per bin (BINS, phantoms) and sums."""
+        release = self._release(mechanism, sampling_rate, noise, steps)
+        release.counts += counts.astype(_COUNT)
+        self._add(release, sums, probe_squares, probe_values, real_squares, real_values)
+
+    def _release(self, mechanism: str, sampling_rate: float, noise: float,
+                 steps: int) -> Release:
+        release = self.releases.setdefault(mechanism, Release(
+            sampling_rate, noise, np.zeros((BINS, len(self)), _COUNT), np.zeros(len(self))))
+        if (release.sampling_rate, release.noise) != (sampling_rate, noise):
             raise ValueError(f"{mechanism} released at sampling rates {release.sampling_rate}"
-                             f" and {sampling_rate}: its evidence assumes one")
+                             f" and {sampling_rate}, noise {release.noise} and {noise}: its "
+                             f"evidence assumes one of each")
+        if release.steps + steps > np.iinfo(_COUNT).max:
+            raise ValueError(f"{mechanism}: phantom canaries count at most "
+                             f"{np.iinfo(_COUNT).max} steps")
         release.steps += steps
+        return release
+
+    @staticmethod
+    def _add(release: Release, sums: np.ndarray, probe_squares: float, probe_values: int,
+             real_squares: float, real_values: int) -> None:
         release.sums += sums
         release.probe_squares += probe_squares
         release.probe_values += probe_values
@@ -165,19 +193,18 @@ class PhantomCanaries:
 
     def evidence(self) -> np.ndarray:
         """Per phantom, > 0 where its coin looks like 1 (in the set; the vector +v); its
-        size the confidence: the log-likelihood ratio of its sums (the module's
+        size the confidence: the log-likelihood ratio of its steps' bins (the module's
         docstring). A release without noise gives certain evidence, +-inf."""
         total = np.zeros(len(self))
         for release in self.releases.values():
-            q, n, s1 = release.sampling_rate, release.steps, release.sums
-            variance = release.noise_variance
-            if variance == 0:
+            s1, scale = release.sums, math.sqrt(release.noise_variance)
+            if scale == 0:
                 certain = s1 if self.neighbours is Neighbours.SUBSTITUTION else s1 - 0.5
                 total += np.where(certain > 0, math.inf, np.where(certain < 0, -math.inf, 0))
                 continue
-            total += _log_likelihood(s1, q, n, variance)
-            if self.neighbours is Neighbours.SUBSTITUTION:  # against -v (out of the set: 0)
-                total -= _log_likelihood(-s1, q, n, variance)
+            weights = bin_log_ratios(release.noise * EDGES, release.sampling_rate, scale,
+                                     self.neighbours)
+            total += weights @ release.counts
         return total
 
     def noise_checks(self) -> list[NoiseCheck]:
@@ -186,30 +213,22 @@ class PhantomCanaries:
                 if release.real_values]
 
 
-def _log_likelihood(sums: np.ndarray, q: float, n: int, variance: float) -> np.ndarray:
-    """log sum_k P[K = k] exp((2 k S1 - k^2) / (2 n s^2)), K ~ Binomial(n, q): the
-    log-likelihood of sums S1 of a vector +v sampled in K of n steps, against v = 0.
+def bin_probabilities(edges: np.ndarray, mean: float, scale: float) -> np.ndarray:
+    """P[N(mean, scale^2) in each bin of ``edges``], each tail from its own side so that
+    the far bins keep their precision."""
+    z = (edges - mean) / scale
+    below = np.diff(stats.norm.cdf(np.concatenate([[-np.inf], z, [np.inf]])))
+    above = -np.diff(stats.norm.sf(np.concatenate([[-np.inf], z, [np.inf]])))
+    lower = np.concatenate([[-np.inf], z]) < 0  # the bin starts below the mean
+    return np.where(lower, below, above)
 
-    With x = S1 / (n s^2), it is log sum_k c_k e^(k x), c_k = P[K = k] e^(-k^2 / (2 n s^2)):
-    a polynomial in e^x of positive coefficients, evaluated by Horner's rule where no
-    term can overflow or vanish (every honest release), else term by term."""
-    counts = np.arange(n + 1)
-    weights = stats.binom.logpmf(counts, n, q)
-    kept = counts[weights >= weights.max() + _LOG_NEGLIGIBLE]  # consecutive counts
-    logs = weights[kept] - kept * kept / (2 * n * variance)  # log c_k
-    top = logs.max()
-    x = sums / (n * variance)
-    total = np.empty(len(sums))
-    fast = np.abs(x) * kept[-1] < _LOG_SAFE
-    if logs.min() - top > -_LOG_SAFE:
-        y, poly = np.exp(x[fast]), np.zeros(int(fast.sum()))
-        for coefficient in np.exp(logs[::-1] - top):
-            poly = poly * y + coefficient
-        total[fast] = top + np.log(poly) + kept[0] * x[fast]
-    else:
-        fast[:] = False
-    slow = np.full(int((~fast).sum()), -math.inf)
-    for k, log_c in zip(kept, logs):
-        np.logaddexp(slow, log_c + k * x[~fast], out=slow)
-    total[~fast] = slow
-    return total
+
+def bin_log_ratios(edges: np.ndarray, q: float, scale: float,
+                   neighbours: Neighbours) -> np.ndarray:
+    """The log-likelihood ratio l_b of one step in each bin (the module's docstring)."""
+    nothing, plus = bin_probabilities(edges, 0.0, scale), bin_probabilities(edges, 1.0, scale)
+    other = (bin_probabilities(edges, -1.0, scale) if neighbours is Neighbours.SUBSTITUTION
+             else nothing)
+    with np.errstate(divide="ignore"):
+        ratios = (np.log((1 - q) * nothing + q * plus) - np.log((1 - q) * nothing + q * other))
+    return np.nan_to_num(ratios, nan=0.0)  # a bin no world reaches: never counted
