@@ -5,23 +5,26 @@ exactly (benchmarks.audit.simulation) and judged by the audit's own code at the
 family-wise level of benchmarks.audit.levels (5%):
 
 - the Gaussian releases (GAUSSIAN: DP-SGD and ScatterNet under add/remove, DP-SGD under
-  label-DP and LabelDP-Pro under label substitution at 2C), 500,000 phantoms and a model
-  of 1,000 canaries that shows each as the release does;
+  label-DP under label substitution at 2C, whose release at label-dp-small is
+  LabelDP-Pro's there), 500,000 phantoms and a model of 1,000 canaries that shows each
+  as the release does;
 - the label releases (LABELS: RRWithPrior, binary randomized response, ALIBI's noisy
   one-hot vectors) on 1,000 label canaries, a model that memorises each released label;
 - the releases checked by their noise (CHECKED: DP-ERM, PATE), a model that is
   randomized response on each canary's coin at the claim.
 
-Then ``privboard submit``'s refusal (SUBMISSIONS): as many twins as the quick suite
-gives a method of the family, each judged at its share of the submission's level, and
-for a plugin that trains with a watched library (Opacus), each cell's check of the noise
-it added (its p-value exactly uniform for an honest library).
+Then ``privboard submit``'s refusal (SUBMISSIONS): as many twins as the quick suite's
+grid gives a method of the family (LP-1ST's, or DP-SGD's), each judged at its share of
+the submission's level, and for a plugin that trains with a watched library ("opacus":
+its twins audit the model alone), each record's check of the noise the library added
+(its p-value exactly uniform for an honest library). The same simulated twins count for
+the family's line, judged at its own level.
 
 Each line: the runs flagged, their rate with its 95% Clopper-Pearson interval, and how
 often each test rejected.
 
     nice -n 19 python -m speed.bench_false_flags [--runs 1000] [--families dp-sgd,alibi]
-        [--submissions lp-1st] [--seed 0]
+        [--submissions dp-sgd,lp-1st,opacus] [--seed 0]
 """
 from __future__ import annotations
 
@@ -49,8 +52,8 @@ from benchmarks.suites import load_suite  # noqa: E402
 # name -> (suite, method, dataset): the suite's audited cell.
 GAUSSIAN = {
     "dp-sgd": ("label-dp-small", "dp-sgd", "mnist"),
-    "dp-sgd-label-dp": ("label-dp-small", "dp-sgd-label-dp", "mnist"),  # LabelDP-Pro's there
-    "labeldp-pro": ("quick", "labeldp-pro", "mnist"),
+    # LabelDP-Pro's release at label-dp-small is this one: the same sampling, noise, steps
+    "dp-sgd-label-dp": ("label-dp-small", "dp-sgd-label-dp", "mnist"),
     "dp-sgd-scatternet": ("label-dp-small", "dp-sgd-scatternet", "mnist"),
 }
 # name -> (classes, epsilon, the release): the quick suite's label releases.
@@ -72,7 +75,7 @@ NOISE_DRAWS = 10_000_000  # the coordinates an Opacus cell noised, over its step
 
 
 def gaussian(name: str):
-    """(run, what): one simulated twin of the suite's cell, at a family-wise level."""
+    """(twin, what): a simulated twin of the suite's cell."""
     suite, method, dataset = GAUSSIAN[name]
     cell = next(c for c in load_suite(suite).cells
                 if c.method == method and c.dataset == dataset and c.audit)
@@ -80,20 +83,22 @@ def gaussian(name: str):
     claim.tradeoff()  # computed once, before the runs
     what = (f"{cell.suite} {cell.method} on {cell.dataset} at epsilon {cell.epsilon:g} "
             f"({neighbours.value}; claimed curve's epsilon {claim.epsilon():.3f})")
-    return (lambda rng, level: simulation.gaussian_twin(
-        rng, releases, claim, neighbours, cell.epsilon, level)), what
+    return (lambda rng: simulation.gaussian_twin(rng, releases, claim, neighbours,
+                                                 cell.epsilon)), what
 
 
 def label(name: str):
     classes, epsilon, release = LABELS[name]
-    return (lambda rng, level: simulation.label_twin(rng, release, classes, epsilon, level),
+    return (lambda rng: simulation.label_twin(rng, release, classes, epsilon),
             f"quick {name}'s release at epsilon {epsilon:.3g}, {classes} classes")
 
 
 def checked(name: str):
     """The quick suite's audited cell's charges: DP-ERM's from a fit, PATE's from its
     aggregation of stand-in votes (its noise checks read the charges alone)."""
-
+    if name == "opacus":
+        return (lambda rng: simulation.checked_twin(rng, Ledger(), 1.0, 1e-5, 1000),
+                "a plugin's DP-SGD through Opacus at epsilon 1: its model audited alone")
     cell = next(c for c in load_suite("quick").cells if c.method == name and c.audit)
     model = get_method(name)(Budget(cell.epsilon, cell.delta), **cell.hparams)
     data = datasets.load(cell.dataset)
@@ -104,15 +109,9 @@ def checked(name: str):
         model.fit(data.train, data.num_classes)
         canaries = data.train.x.shape[1]
     ledger = model.ctx.ledger
-    return (lambda rng, level: simulation.checked_twin(rng, ledger, cell.epsilon, cell.delta,
-                                                       canaries, level),
+    return (lambda rng: simulation.checked_twin(rng, ledger, cell.epsilon, cell.delta,
+                                                canaries),
             f"quick {name} on {cell.dataset} at epsilon {cell.epsilon:g}")
-
-
-def opacus_twin(rng, level):
-    """A plugin's twin that audits its model alone, as randomized response at the
-    quick suite's DP-SGD claim."""
-    return simulation.checked_twin(rng, Ledger(), 1.0, 1e-5, 1000, level)
 
 
 def family(name: str):
@@ -120,10 +119,21 @@ def family(name: str):
         return gaussian(name)
     if name in LABELS:
         return label(name)
-    if name in CHECKED:
+    if name in CHECKED or name == "opacus":
         return checked(name)
     raise SystemExit(f"unknown family {name}; known: "
-                     f"{', '.join([*GAUSSIAN, *LABELS, *CHECKED])}")
+                     f"{', '.join([*GAUSSIAN, *LABELS, *CHECKED, 'opacus'])}")
+
+
+def submission(name: str) -> tuple[int, int]:
+    """The twins and the records (cells and twins) of a submission of the quick suite's
+    grid for a method of the family (a DP-SGD one for "opacus")."""
+    method = "lp-1st" if name in LABELS else "dp-sgd"
+    cells = [c for c in load_suite("quick", grid_for=method).cells
+             if c.method == method and not c.skip]
+    twins = len({c.config_id for c in cells
+                 if get_method(method).notion_for(c.budget, c.hparams).private})
+    return twins, len(cells) + twins
 
 
 def interval(flagged: int, runs: int) -> str:
@@ -133,49 +143,38 @@ def interval(flagged: int, runs: int) -> str:
     return f"{100 * flagged / runs:.2f}% [{100 * low:.2f}%, {100 * high:.2f}%]"
 
 
-def twins(names: list[str], runs: int, seed: int) -> None:
-    print(f"Honest audited twins, simulated exactly, judged at the family-wise level "
-          f"{levels.FAMILY_WISE_LEVEL:.0%}; rate [95% Clopper-Pearson interval]")
-    for name in names:
-        twin, what = family(name)
-        rng = np.random.default_rng(seed)
-        rejected, flagged, start = collections.Counter(), 0, time.perf_counter()
-        for _ in range(runs):
-            verdict = twin(rng, levels.FAMILY_WISE_LEVEL)
+def simulate(name: str, runs: int, submitted: bool, seed: int) -> None:
+    """``runs`` twins of the family judged at the family-wise level; when ``submitted``,
+    ``runs`` submissions too, of as many twins each as the family's submission has, the
+    same twins judged at their share of the submission's level (and, for "opacus", each
+    record's check of the noise the library added: exactly uniform p-values)."""
+    make, what = family(name)
+    count, records = submission(name) if submitted else (1, 0)
+    twin_level, library_level = levels.submission_levels(count, records)
+    rng, start = np.random.default_rng(seed), time.perf_counter()
+    rejected, flagged, refused = collections.Counter(), 0, 0
+    for _ in range(runs):
+        twins = [make(rng) for _ in range(count)]
+        for twin in twins:
+            verdict = twin(levels.FAMILY_WISE_LEVEL)
             flagged += verdict.flagged
             rejected.update({test.test for test in verdict.tests if test.rejects})
-        tests = "; ".join(f"{test} {rejected[test]}"
-                          for test in levels.SHARES[verdict.kind] if test in
-                          {t.test for t in verdict.tests})
-        print(f"{name}: {what}\n  flagged {flagged} of {runs}: {interval(flagged, runs)} "
-              f"(each test's rejections: {tests}) in {time.perf_counter() - start:.0f} s",
-              flush=True)
-
-
-def submissions(names: list[str], runs: int, seed: int) -> None:
-    print(f"\nHonest submissions, every twin and library check at its share of "
-          f"{levels.FAMILY_WISE_LEVEL:.0%}")
-    for name in names:
-        opacus = name == "opacus"
-        method = "dp-sgd" if opacus else name
-        cells = [c for c in load_suite("quick", grid_for=method).cells
-                 if c.method == method and not c.skip]
-        count = len({c.config_id for c in cells
-                     if get_method(method).notion_for(c.budget, c.hparams).private})
-        twin_level, library_level = levels.submission_levels(count, len(cells) + count)
-        twin = opacus_twin if opacus else family(name)[0]
-        rng, refused, start = np.random.default_rng(seed), 0, time.perf_counter()
-        for _ in range(runs):
-            refusals = [twin(rng, twin_level).flagged for _ in range(count)]
-            if opacus:  # each cell's and twin's chi-squared check of the noise it added
-                refusals += list(stats.chi2.cdf(rng.chisquare(NOISE_DRAWS, len(cells) + count),
+        if submitted:
+            refusals = [twin(twin_level).flagged for twin in twins]
+            if name == "opacus":
+                refusals += list(stats.chi2.cdf(rng.chisquare(NOISE_DRAWS, records),
                                                 NOISE_DRAWS) < library_level)
             refused += any(refusals)
-        print(f"{name}: {count} twins at {100 * twin_level:.3g}% each"
-              + (f", {len(cells) + count} library checks at {100 * library_level:.3g}% each"
-                 if opacus else "")
-              + f"\n  refused {refused} of {runs}: {interval(refused, runs)} in "
-                f"{time.perf_counter() - start:.0f} s", flush=True)
+    tests = "; ".join(f"{test} {rejected[test]}" for test in levels.SHARES[verdict.kind]
+                      if test in {t.test for t in verdict.tests})
+    print(f"{name}: {what}\n  flagged {flagged} of {runs * count}: "
+          f"{interval(flagged, runs * count)} (rejections: {tests})", flush=True)
+    if submitted:
+        print(f"  submissions of {count} twins at {100 * twin_level:.3g}% each"
+              + (f" and {records} library checks at {100 * library_level:.3g}% each"
+                 if name == "opacus" else "")
+              + f": refused {refused} of {runs}: {interval(refused, runs)}", flush=True)
+    print(f"  ({time.perf_counter() - start:.0f} s)", flush=True)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -185,11 +184,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--families", default=",".join([*GAUSSIAN, *LABELS, *CHECKED]),
                         help="the twins' families (empty: none)")
     parser.add_argument("--submissions", default=",".join(SUBMISSIONS),
-                        help=f"the submissions, of {', '.join(SUBMISSIONS)} (empty: none)")
+                        help=f"the families whose submissions are simulated too, of "
+                             f"{', '.join(SUBMISSIONS)}")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    twins([n for n in args.families.split(",") if n], args.runs, args.seed)
-    submissions([n for n in args.submissions.split(",") if n], args.runs, args.seed)
+    submitted = [n for n in args.submissions.split(",") if n]
+    print(f"Honest audited twins, simulated exactly, judged at the family-wise level "
+          f"{levels.FAMILY_WISE_LEVEL:.0%}; rate [95% Clopper-Pearson interval]")
+    names = [n for n in args.families.split(",") if n]
+    for name in [*names, *(n for n in submitted if n not in names)]:
+        simulate(name, args.runs, name in submitted, args.seed)
 
 
 if __name__ == "__main__":

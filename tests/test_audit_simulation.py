@@ -65,7 +65,7 @@ def small_claim() -> ClaimedProfile:
     return ClaimedProfile(tuple(ledger.charges), 1e-5)
 
 
-def small_twin(rng, release=RELEASE, real_noise=1.0) -> levels.Verdict:
+def small_twin(rng, release=RELEASE, real_noise=1.0) -> simulation.Twin:
     return simulation.gaussian_twin(rng, (release,), small_claim(), Neighbours.ADD_REMOVE,
                                     epsilon=small_claim().epsilon(), phantoms=PHANTOMS,
                                     canaries=300, real_noise=real_noise)
@@ -90,12 +90,12 @@ def test_honest_twins_are_flagged_at_most_at_the_family_wise_level():
 def test_broken_releases_are_flagged_in_the_simulations_too():
     """Real coordinates noised at half the phantoms' noise fail the noise check; a
     release at half its noise fails the claim test."""
-    rng = np.random.default_rng(3)
-    halved_real = small_twin(rng, real_noise=0.5)
+    rng, level = np.random.default_rng(3), levels.FAMILY_WISE_LEVEL
+    halved_real = small_twin(rng, real_noise=0.5)(level)
     assert [t.test for t in halved_real.tests if t.rejects] == [levels.NOISE]
     halved = small_twin(rng, release=simulation.GaussianRelease(
         "simulated", RELEASE.noise / 2, RELEASE.sampling_rate, RELEASE.steps,
-        RELEASE.real_values))
+        RELEASE.real_values))(level)
     assert halved.of(levels.CLAIM).rejects
 
 
@@ -103,7 +103,8 @@ def test_randomized_response_at_the_claim_is_the_one_run_bounds_tight_case():
     """The model of a checked twin: at epsilon 1 its right guesses are
     Binomial(m, e / (1 + e)), where the one-run bound is exact."""
     rng = np.random.default_rng(4)
-    verdicts = [simulation.checked_twin(rng, Ledger(), 1.0, 0.0, 2000) for _ in range(20)]
+    verdicts = [simulation.checked_twin(rng, Ledger(), 1.0, 0.0, 2000)(levels.FAMILY_WISE_LEVEL)
+                for _ in range(20)]
     bounds = [v.of(levels.MODEL).bound for v in verdicts]
     assert not any(v.flagged for v in verdicts)
     assert 0.7 < np.median(bounds) < 1.0

@@ -89,13 +89,16 @@ def multinomial(rng: np.random.Generator, draws: np.ndarray, p: np.ndarray) -> n
     return counts
 
 
+# A simulated twin, judged at a family-wise level (its own, or a share of a submission's).
+Twin = Callable[[float], levels.Verdict]
+
+
 def gaussian_twin(rng: np.random.Generator, releases: tuple[GaussianRelease, ...],
                   claim: ClaimedProfile, neighbours: Neighbours, epsilon: float,
-                  family_wise: float = levels.FAMILY_WISE_LEVEL, phantoms: int = PHANTOMS,
-                  canaries: int = IMAGE_CANARIES, real_noise: float = 1.0) -> levels.Verdict:
-    """The verdict on one exact run of ``releases`` (claimed: ``claim``, the cell's
-    budget ``epsilon`` at the claim's delta) with ``phantoms`` phantoms and a model of
-    ``canaries`` canaries."""
+                  phantoms: int = PHANTOMS, canaries: int = IMAGE_CANARIES,
+                  real_noise: float = 1.0) -> Twin:
+    """One exact run of ``releases`` (claimed: ``claim``, the cell's budget ``epsilon`` at
+    the claim's delta) with ``phantoms`` phantoms and a model of ``canaries`` canaries."""
     coins = rng.integers(0, 2, phantoms + canaries).astype(bool)
     planted = PhantomCanaries(coins, neighbours)
     for release in releases:
@@ -103,20 +106,23 @@ def gaussian_twin(rng: np.random.Generator, releases: tuple[GaussianRelease, ...
     evidence, coins = planted.evidence(), planted.coins
     tested, tested_coins = evidence[:phantoms], coins[:phantoms]
     counts = guess_counts(phantoms)
-    claim_level = levels.test_levels(levels.GAUSSIAN, family_wise)[levels.CLAIM]
-    rejected = rejects_curve(claim.tradeoff(), phantoms, counts,
-                             right_guesses(tested, tested_coins, counts), claim_level)
-    confidence = 1 - family_wise
-    steinke = steinke_bound(tested, tested_coins, claim.delta, confidence)
+    correct = right_guesses(tested, tested_coins, counts)
+    steinke = steinke_bound(tested, tested_coins, claim.delta, 1 - levels.FAMILY_WISE_LEVEL)
     shown = evidence[phantoms:]  # inclusion canaries are read by rank (canaries.py)
     if neighbours is Neighbours.ADD_REMOVE:
         shown = centred_ranks(shown)
-    model = one_run_bound(shown, coins[phantoms:], claim.delta, confidence)
-    return levels.judge({
-        **_model(model, epsilon, claim.delta, confidence),
-        "release": {"canaries": steinke.canaries, "guesses": steinke.guesses,
-                    "correct": steinke.correct, "claim_test": {"rejected": rejected}},
-        "noise_checks": [check.as_dict(0.0) for check in planted.noise_checks()]})
+    checks = [check.as_dict(0.0) for check in planted.noise_checks()]
+
+    def at(family_wise: float) -> levels.Verdict:
+        claim_level = levels.test_levels(levels.GAUSSIAN, family_wise)[levels.CLAIM]
+        rejected = rejects_curve(claim.tradeoff(), phantoms, counts, correct, claim_level)
+        model = one_run_bound(shown, coins[phantoms:], claim.delta, 1 - family_wise)
+        return levels.judge({
+            **_model(model, epsilon, claim.delta, 1 - family_wise),
+            "release": {"canaries": steinke.canaries, "guesses": steinke.guesses,
+                        "correct": steinke.correct, "claim_test": {"rejected": rejected}},
+            "noise_checks": checks})
+    return at
 
 
 def _model(bound, epsilon: float, delta: float, confidence: float) -> dict[str, Any]:
@@ -130,10 +136,9 @@ LabelRelease = Callable[[Ledger, np.ndarray, np.random.Generator, np.ndarray], A
 
 
 def label_twin(rng: np.random.Generator, release: LabelRelease, classes: int, epsilon: float,
-               family_wise: float = levels.FAMILY_WISE_LEVEL,
-               canaries: int = IMAGE_CANARIES) -> levels.Verdict:
-    """The verdict on one run of ``release`` on ``canaries`` label canaries, one pair of
-    ``classes`` fixed in advance, at a pure claim of ``epsilon``."""
+               canaries: int = IMAGE_CANARIES) -> Twin:
+    """One run of ``release`` on ``canaries`` label canaries, one pair of ``classes``
+    fixed in advance, at a pure claim of ``epsilon``."""
     pair = rng.choice(classes, 2, replace=False)
     planted = Canaries(LABEL, np.zeros((canaries, 1)), np.tile(pair, (canaries, 1)))
     coins = rng.integers(0, 2, canaries).astype(bool)
@@ -142,29 +147,35 @@ def label_twin(rng: np.random.Generator, release: LabelRelease, classes: int, ep
     ledger.watch(rows)
     release(ledger, planted.labels[rows, coins.astype(int)], rng, rows)
     evidence, where, observed = planted.release_evidence(ledger.observed, 0)
-    confidence = 1 - family_wise
-    model = one_run_bound(evidence, coins, 0.0, confidence)
-    return levels.judge({**_model(model, epsilon, 0.0, confidence),
-                         "release": release_audit(evidence, where, observed, coins, 0.0,
-                                                  confidence)})
+
+    def at(family_wise: float) -> levels.Verdict:
+        model = one_run_bound(evidence, coins, 0.0, 1 - family_wise)
+        return levels.judge({**_model(model, epsilon, 0.0, 1 - family_wise),
+                             "release": release_audit(evidence, where, observed, coins, 0.0,
+                                                      1 - family_wise)})
+    return at
 
 
 def checked_twin(rng: np.random.Generator, charged: Ledger, epsilon: float, delta: float,
-                 canaries: int, family_wise: float = levels.FAMILY_WISE_LEVEL) -> levels.Verdict:
-    """The verdict on one twin whose release is checked by its noise checks (the charges
-    of ``charged``): DP-ERM's, whose release is the model, and PATE's, with none."""
-    checks = noise_checks.check_ledger(charged, rng)
+                 canaries: int) -> Twin:
+    """One twin whose release is checked by its noise checks (the charges of
+    ``charged``): DP-ERM's, whose release is the model, and PATE's, with none."""
+    checks = [check.as_dict(0.0) for check in noise_checks.check_ledger(charged, rng)]
     coins = rng.integers(0, 2, canaries).astype(bool)
     kept = rng.random(canaries) < np.exp(epsilon) / (1 + np.exp(epsilon))
-    model = one_run_bound(np.where(coins == kept, 1.0, -1.0), coins, delta, 1 - family_wise)
-    released = (model_release_audit(model, [charge.mechanism for charge in charged.charges])
-                if charged.model_releases else None)
-    return levels.judge({**_model(model, epsilon, delta, 1 - family_wise), "release": released,
-                         "noise_checks": [check.as_dict(0.0) for check in checks]})
+    shown = np.where(coins == kept, 1.0, -1.0)
+
+    def at(family_wise: float) -> levels.Verdict:
+        model = one_run_bound(shown, coins, delta, 1 - family_wise)
+        released = (model_release_audit(model, [c.mechanism for c in charged.charges])
+                    if charged.model_releases else None)
+        return levels.judge({**_model(model, epsilon, delta, 1 - family_wise),
+                             "release": released, "noise_checks": checks})
+    return at
 
 
-def flagged(runs: int, twin: Callable[[np.random.Generator], levels.Verdict],
-            seed: int = 0) -> int:
-    """How many of ``runs`` simulated twins are flagged."""
+def flagged(runs: int, twin: Callable[[np.random.Generator], Twin], seed: int = 0,
+            family_wise: float = levels.FAMILY_WISE_LEVEL) -> int:
+    """How many of ``runs`` simulated twins are flagged at ``family_wise``."""
     rng = np.random.default_rng(seed)
-    return sum(twin(rng).flagged for _ in range(runs))
+    return sum(twin(rng)(family_wise).flagged for _ in range(runs))

@@ -33,8 +33,8 @@ P0, P+ and P- the bin's probabilities under N(0, s^2), N(1, s^2) and N(-1, s^2),
 claimed sampling rate. The steps are independent given the coin, so the evidence is
 sum_b N_b l_b: the log-likelihood ratio of the phantom's released sequence read through
 the bins, the most powerful test of its coin from them. The bins are fine enough (half
-the noise wide over +-4 noise widths) to lose little of the log-likelihood ratio of the
-values themselves, which weighs a step far out in the tail (a sampled step that stands
+the noise wide over +-2 noise widths, wider into the tails) to lose little of the
+log-likelihood ratio of the values themselves, which weighs a step far out in the tail (a sampled step that stands
 out from the noise) much more than the sum of the steps does; and its law is exact and
 cheap, a phantom's counts being multinomial given how many steps sampled it, so honest
 audits can be simulated exactly (benchmarks.audit.simulation).
@@ -60,9 +60,8 @@ PROBES = 16_384
 
 
 # The bins of a phantom's released values, in units of its mechanism's noise: half a
-# noise wide over +-4, then wider into the tails.
-EDGES = np.array([-8, -6, -5, -4, -3.5, -3, -2.5, -2, -1.5, -1, -0.5, 0, 0.5, 1, 1.5, 2, 2.5, 3,
-                  3.5, 4, 5, 6, 8], dtype=np.float64)
+# noise wide over +-2, where most values fall, then wider into the tails.
+EDGES = np.array([-6, -4, -3, -2, -1.5, -1, -0.5, 0, 0.5, 1, 1.5, 2, 3, 4, 6], dtype=np.float64)
 BINS = len(EDGES) + 1
 # A phantom's count per bin fits in this type: a mechanism releases at most its maximum.
 _COUNT = np.uint16
