@@ -14,11 +14,10 @@ family-wise level of benchmarks.audit.levels (5%):
   randomized response on each canary's coin at the claim.
 
 Then ``privboard submit``'s refusal (SUBMISSIONS): as many twins as the quick suite's
-grid gives a method of the family (LP-1ST's, or DP-SGD's), each judged at its share of
-the submission's level, and for a plugin that trains with a watched library ("opacus":
-its twins audit the model alone), each record's check of the noise the library added
-(its p-value exactly uniform for an honest library). The same simulated twins count for
-the family's line, judged at its own level.
+grid gives a method of the family (LP-1ST's, or DP-SGD's), the same simulated twins
+judged at their share of the submission's level, and for a plugin that trains with a
+watched library ("opacus": its twins audit the model alone), each record's check of the
+noise the library added (its p-value exactly uniform for an honest library).
 
 Each line: the runs flagged, their rate with its 95% Clopper-Pearson interval, and how
 often each test rejected.
@@ -37,7 +36,6 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # the table, not TensorFlow's start-up
 
 import numpy as np  # noqa: E402
-from scipy import stats  # noqa: E402
 
 from benchmarks import datasets  # noqa: E402
 from benchmarks.audit import levels, simulation  # noqa: E402
@@ -71,7 +69,6 @@ CHECKED = ("dp-erm-objective", "pate-confident-gnmax")
 # suite); "opacus" stands for a plugin whose twins audit the model alone and whose cells
 # ran a watched library.
 SUBMISSIONS = ("dp-sgd", "lp-1st", "opacus")
-NOISE_DRAWS = 10_000_000  # the coordinates an Opacus cell noised, over its steps
 
 
 def gaussian(name: str):
@@ -145,35 +142,39 @@ def interval(flagged: int, runs: int) -> str:
 
 def simulate(name: str, runs: int, submitted: bool, seed: int) -> None:
     """``runs`` twins of the family judged at the family-wise level; when ``submitted``,
-    ``runs`` submissions too, of as many twins each as the family's submission has, the
-    same twins judged at their share of the submission's level (and, for "opacus", each
-    record's check of the noise the library added: exactly uniform p-values)."""
+    the same twins judged at their share of a submission's level too: its k twins are
+    independent runs, so it is refused by them with probability 1 - (1 - p)^k, p the rate
+    measured at that share (its interval from p's), and, for "opacus", by its records'
+    noise checks, whose p-values are exactly uniform, with probability their level."""
     make, what = family(name)
     count, records = submission(name) if submitted else (1, 0)
     twin_level, library_level = levels.submission_levels(count, records)
     rng, start = np.random.default_rng(seed), time.perf_counter()
-    rejected, flagged, refused = collections.Counter(), 0, 0
+    rejected, flagged, shared = collections.Counter(), 0, 0
     for _ in range(runs):
-        twins = [make(rng) for _ in range(count)]
-        for twin in twins:
-            verdict = twin(levels.FAMILY_WISE_LEVEL)
-            flagged += verdict.flagged
-            rejected.update({test.test for test in verdict.tests if test.rejects})
-        if submitted:
-            refusals = [twin(twin_level).flagged for twin in twins]
-            if name == "opacus":
-                refusals += list(stats.chi2.cdf(rng.chisquare(NOISE_DRAWS, records),
-                                                NOISE_DRAWS) < library_level)
-            refused += any(refusals)
+        twin = make(rng)
+        verdict = twin(levels.FAMILY_WISE_LEVEL)
+        flagged += verdict.flagged
+        rejected.update({test.test for test in verdict.tests if test.rejects})
+        shared += submitted and twin(twin_level).flagged
     tests = "; ".join(f"{test} {rejected[test]}" for test in levels.SHARES[verdict.kind]
                       if test in {t.test for t in verdict.tests})
-    print(f"{name}: {what}\n  flagged {flagged} of {runs * count}: "
-          f"{interval(flagged, runs * count)} (rejections: {tests})", flush=True)
+    print(f"{name}: {what}\n  flagged {flagged} of {runs}: {interval(flagged, runs)} "
+          f"(rejections: {tests})", flush=True)
     if submitted:
-        print(f"  submissions of {count} twins at {100 * twin_level:.3g}% each"
+        libraries = records if name == "opacus" else 0
+
+        def refused(p: float) -> float:
+            return 1 - (1 - p) ** count * (1 - library_level) ** libraries
+
+        low = refused(clopper_pearson_lower(shared, runs, 0.975))
+        high = refused(clopper_pearson_upper(shared, runs, 0.975))
+        print(f"  at {100 * twin_level:.3g}% (a submission of {count} twins"
               + (f" and {records} library checks at {100 * library_level:.3g}% each"
-                 if name == "opacus" else "")
-              + f": refused {refused} of {runs}: {interval(refused, runs)}", flush=True)
+                 if libraries else "")
+              + f"): flagged {shared} of {runs}; the submission refused "
+                f"{100 * refused(shared / runs):.2f}% [{100 * low:.2f}%, {100 * high:.2f}%]",
+              flush=True)
     print(f"  ({time.perf_counter() - start:.0f} s)", flush=True)
 
 

@@ -64,8 +64,9 @@ def add_release(rng: np.random.Generator, planted: PhantomCanaries, release: Gau
     counts = multinomial(rng, steps - sampled, bin_probabilities(edges, 0.0, s))
     for sign in (1.0, -1.0):
         shifted = np.flatnonzero((direction == sign) & (sampled > 0))
-        counts[:, shifted] += multinomial(rng, sampled[shifted],
-                                          bin_probabilities(edges, sign, s))
+        if len(shifted):
+            counts[:, shifted] += multinomial(rng, sampled[shifted],
+                                              bin_probabilities(edges, sign, s))
     planted.add(release.mechanism, release.sampling_rate, s, steps, counts,
                 direction * sampled + s * np.sqrt(steps) * rng.standard_normal(m),
                 s * s * 2 * rng.standard_gamma(PROBES * steps / 2), PROBES * steps,
@@ -77,15 +78,16 @@ def multinomial(rng: np.random.Generator, draws: np.ndarray, p: np.ndarray) -> n
     """One multinomial of ``draws[i]`` draws over the probabilities ``p`` per column i,
     (bins, columns): bin by bin, each a binomial of the draws left at its share of the
     probability left."""
-    counts = np.zeros((len(p), len(draws)), np.int64)
+    counts = np.zeros((len(p), len(draws)), np.uint16)
     left, rest = draws.astype(np.int64), 1.0
     for b, share in enumerate(p[:-1]):
         if rest <= 0:
             break
-        counts[b] = rng.binomial(left, min(1.0, max(0.0, share / rest)))
-        left -= counts[b]
+        drawn = rng.binomial(left, min(1.0, max(0.0, share / rest)))
+        counts[b] = drawn
+        left -= drawn
         rest -= share
-    counts[-1] += left
+    counts[-1] += left.astype(np.uint16)
     return counts
 
 

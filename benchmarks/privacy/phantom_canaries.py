@@ -164,7 +164,7 @@ class PhantomCanaries:
         """``steps`` releases of ``mechanism`` (``noise`` in clip norms), by each
         phantom's counts per bin (BINS, phantoms) and sums."""
         release = self._release(mechanism, sampling_rate, noise, steps)
-        release.counts += counts.astype(_COUNT)
+        release.counts += counts.astype(_COUNT, copy=False)
         self._add(release, sums, probe_squares, probe_values, real_squares, real_values)
 
     def _release(self, mechanism: str, sampling_rate: float, noise: float,
