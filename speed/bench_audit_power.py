@@ -8,10 +8,10 @@ sums, phantoms and audit as its audited twin, without a model, which the phantom
 touch; with ``--simulated``, the same releases simulated exactly,
 benchmarks.audit.simulation, in minutes instead of hours), honest and with every
 release's noise times 0.7 (the charge unchanged), once per seed. Each run prints the
-test of the claimed curve (rejected or not), its empirical epsilon as a ratio of the claimed curve's epsilon,
-and the bound of Steinke et al. beside it. The goals (GOALS): an honest run is never
-rejected and its ratio is at least 0.6 at epsilon 1 and 0.8 at epsilon 4; a run at 0.7
-times its noise is rejected at every seed.
+test of the claimed curve (rejected or not), its empirical epsilon as a ratio of the
+claimed curve's epsilon, and the bound of Steinke et al. beside it. The goals (GOALS):
+an honest run is never rejected and its ratio is at least 0.6 at epsilon 1 and 0.8 at
+epsilon 4; a run at 0.7 times its noise is rejected at every seed.
 
 The label releases (the randomised-response family and ALIBI): the audited twins of the
 archive, whose audit at the release (Steinke et al.'s bound on their released labels)
@@ -100,7 +100,7 @@ def noise_times(factor: float):
 
 
 def gaussian_power(names: list[str], seeds: list[int], simulated: bool) -> None:
-    level = levels.test_levels(levels.GAUSSIAN, levels.FAMILY_WISE_LEVEL)[levels.CLAIM]
+    level = levels.test_levels(levels.GAUSSIAN, levels.FAMILY_WISE_LEVEL, 1)[levels.CLAIM]
     print(f"Gaussian releases alone at their suites' settings"
           f"{', simulated exactly' if simulated else ''}, {PHANTOMS:,} phantom canaries; the "
           f"claimed curve tested at level {level:.1%}; ratio: empirical epsilon over the "

@@ -317,7 +317,10 @@ def test_every_test_of_an_audits_verdict_is_a_check_at_its_level():
     assert [check.line for check in checks if not check.passed] == [
         "the noise of output perturbation is below its charge (Gamma(d, 2/ε)): mean "
         "radius 0.5, p = 1e-05 at level 0.2%"]
-    audit["noise_checks"] = []
+    audit["noise_checks"] = [{"mechanism": "DP-SGD noisy clipped sum, its real coordinates",
+                              "claim": "the noise of its phantom coordinates",
+                              "measured": "noise variance 1.0002 of the phantoms'",
+                              "p_value": 0.6, "flagged": False}]
     audit["release"] = {"canaries": 100_000, "guesses": 1000, "correct": 560, "claim_test": {
         "rejected": True, "claim": "DP-SGD: noise multiplier 1", "canaries": 500_000}}
     assert [check.line for check in audit_checks(audit, "a cell") if not check.passed] == [

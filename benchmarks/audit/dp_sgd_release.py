@@ -63,9 +63,9 @@ def audit_cell_release(cell, *, epsilon: float | None = None, seed: int = 0,
 
     for _ in range(calibration["steps"]):
         step()
-    release = phantom_audit(ledger.phantoms, ClaimedProfile.of(ledger, notion, budget.delta),
-                            CONFIDENCE)
     checks = ledger.phantoms.noise_checks()
+    release = phantom_audit(ledger.phantoms, ClaimedProfile.of(ledger, notion, budget.delta),
+                            CONFIDENCE, len(checks))
     level = levels.noise_check_level({"release": release}, 1 - CONFIDENCE, len(checks))
     return release | {"noise_checks": [check.as_dict(level) | {"level": level}
                                        for check in checks]}
@@ -116,4 +116,4 @@ def audit_simulated_release(cell, *, epsilon: float | None = None, seed: int = 0
     planted = PhantomCanaries(rng.integers(0, 2, size=phantoms).astype(bool), neighbours)
     for release in releases:
         add_release(rng, planted, dataclasses.replace(release, noise=noise * release.noise))
-    return phantom_audit(planted, claim, CONFIDENCE)
+    return phantom_audit(planted, claim, CONFIDENCE, len(planted.noise_checks()))

@@ -37,13 +37,15 @@ LABELS = "released labels"
 WEIGHTS = "released weights (the model audit reads them)"
 NOTHING = "no release a one-run audit reads"
 
-# Each test's share of the family-wise level, by the release the twin audits. The
-# claimed curve's test is the most powerful on a Gaussian release and gets half; Steinke
-# et al.'s bound there, kept for comparison with earlier audits, a fifth. The noise
-# checks have power to spare (millions of values, or tens of thousands of probes).
+# Each test's share of the family-wise level, by the release the twin audits, among the
+# tests it runs (a twin with no noise check leaves theirs to the others). The claimed
+# curve's test is the most powerful on a Gaussian release and gets half; Steinke et al.'s
+# bound there, kept for comparison with earlier audits, a fifth. The noise checks have
+# power to spare (millions of values, or tens of thousands of probes). A label release
+# has noise checks only where its method also runs a checked mechanism (DP-ERM's noise).
 SHARES = {
     GAUSSIAN: {CLAIM: 0.5, RELEASE: 0.2, MODEL: 0.2, NOISE: 0.1},
-    LABELS: {RELEASE: 0.5, MODEL: 0.5},
+    LABELS: {RELEASE: 0.5, MODEL: 0.5, NOISE: 0.1},
     WEIGHTS: {MODEL: 0.8, NOISE: 0.2},
     NOTHING: {MODEL: 0.8, NOISE: 0.2},
 }
@@ -62,18 +64,17 @@ def release_kind(audit: dict[str, Any]) -> str:
     return WEIGHTS if release.get("observed") == RELEASED_WEIGHTS else LABELS
 
 
-def test_levels(kind: str, family_wise: float) -> dict[str, float]:
-    """Each test's level in a verdict at ``family_wise`` on a release of ``kind``."""
-    return {test: share * family_wise for test, share in SHARES[kind].items()}
+def test_levels(kind: str, family_wise: float, checks: int) -> dict[str, float]:
+    """Each test's level in a verdict at ``family_wise`` on a release of ``kind`` with
+    ``checks`` noise checks (their level together)."""
+    shares = {test: share for test, share in SHARES[kind].items() if test != NOISE or checks}
+    return {test: family_wise * share / sum(shares.values()) for test, share in shares.items()}
 
 
 def noise_check_level(audit: dict[str, Any], family_wise: float, checks: int) -> float:
     """The level of each of a twin's ``checks`` noise checks, its release as in
     ``audit``."""
-    kind = release_kind(audit)
-    if checks and NOISE not in SHARES[kind]:
-        raise ValueError(f"a twin auditing {kind} has no share of its level for noise checks")
-    return test_levels(kind, family_wise).get(NOISE, 0.0) / max(1, checks)
+    return test_levels(release_kind(audit), family_wise, checks).get(NOISE, 0.0) / max(1, checks)
 
 
 def submission_levels(twins: int, cells: int) -> tuple[float, float]:
@@ -120,7 +121,8 @@ def judge(audit: dict[str, Any]) -> Verdict:
     family-wise level 1 - audit["confidence"]."""
     family_wise = 1 - audit["confidence"]
     kind = release_kind(audit)
-    levels = test_levels(kind, family_wise)
+    checks = audit.get("noise_checks") or ()
+    levels = test_levels(kind, family_wise, len(checks))
     claim, delta = audit["claimed_epsilon"], audit["claimed_delta"]
     # The model's bound, of the share of guesses the record kept: each share is tested at
     # the model's level over their number, so any one of them is a valid bound.
@@ -145,8 +147,7 @@ def judge(audit: dict[str, Any]) -> Verdict:
         # rejected is not rejected at any lower level either (a rejection there is kept,
         # and the twin must run again to be judged at this level).
         tests.append(Judged(CLAIM, levels[CLAIM], release["claim_test"]["rejected"]))
-    checks = audit.get("noise_checks") or ()
-    level = noise_check_level(audit, family_wise, len(checks))
-    tests += [Judged(NOISE, level, check["p_value"] < level, detail=check["mechanism"])
-              for check in checks]
+    for check in checks:
+        each = levels[NOISE] / len(checks)
+        tests.append(Judged(NOISE, each, check["p_value"] < each, detail=check["mechanism"]))
     return Verdict(family_wise, kind, tuple(tests))

@@ -116,7 +116,8 @@ def gaussian_twin(rng: np.random.Generator, releases: tuple[GaussianRelease, ...
     checks = [check.as_dict(0.0) for check in planted.noise_checks()]
 
     def at(family_wise: float) -> levels.Verdict:
-        claim_level = levels.test_levels(levels.GAUSSIAN, family_wise)[levels.CLAIM]
+        claim_level = levels.test_levels(levels.GAUSSIAN, family_wise,
+                                         len(checks))[levels.CLAIM]
         rejected = rejects_curve(claim.tradeoff(), phantoms, counts, correct, claim_level)
         model = one_run_bound(shown, coins[phantoms:], claim.delta, 1 - family_wise)
         return levels.judge({

@@ -163,17 +163,17 @@ def audit_training(method: str, data: Dataset, budget: Budget, hparams: dict[str
     bound = one_run_bound(evidence, coins, delta, confidence)
     release = planted.release_evidence(model.ctx.ledger.observed, first_row)
     phantoms = model.ctx.ledger.phantoms
+    checks = noise_checks.check_ledger(model.ctx.ledger, context.rng("audit noise checks"))
+    if phantoms is not None:
+        checks += phantoms.noise_checks()
     if release is not None:
         release = release_audit(*release, coins, delta, confidence)
     elif phantoms is not None and phantoms.steps:
         release = phantom_audit(phantoms,
                                 ClaimedProfile.of(model.ctx.ledger, notion, budget.delta),
-                                confidence)
+                                confidence, len(checks))
     elif model.ctx.ledger.model_releases:
         release = model_release_audit(bound, model.ctx.ledger.model_releases)
-    checks = noise_checks.check_ledger(model.ctx.ledger, context.rng("audit noise checks"))
-    if phantoms is not None:
-        checks += phantoms.noise_checks()
     level = levels.noise_check_level({"release": release}, 1 - confidence, len(checks))
     return TrainingAudit(
         method=method, dataset=data.name, seed=context.seed, notion=notion.short,
@@ -214,15 +214,16 @@ def model_release_audit(bound, mechanisms: list[str]) -> dict[str, Any]:
             "observed": canary_designs.RELEASED_WEIGHTS}
 
 
-def phantom_audit(phantoms: PhantomCanaries, claim: ClaimedProfile, confidence: float
-                  ) -> dict[str, Any]:
+def phantom_audit(phantoms: PhantomCanaries, claim: ClaimedProfile, confidence: float,
+                  checks: int) -> dict[str, Any]:
     """The release audit from the phantom canaries' coordinates of every Gaussian
     release: the test of the claimed curve on all of them (``claim_test``) at its share
-    of the family-wise level 1 - ``confidence``, and beside it the one-run bound of
-    Steinke et al. on the first STEINKE_PHANTOMS, which guesses "in" for the strongest
-    evidence above its median and "out" for the strongest below it."""
+    of the family-wise level 1 - ``confidence`` (beside the twin's ``checks`` noise
+    checks), and beside it the one-run bound of Steinke et al. on the first
+    STEINKE_PHANTOMS, which guesses "in" for the strongest evidence above its median and
+    "out" for the strongest below it."""
     evidence = phantoms.evidence()
-    claim_level = levels.test_levels(levels.GAUSSIAN, 1 - confidence)[levels.CLAIM]
+    claim_level = levels.test_levels(levels.GAUSSIAN, 1 - confidence, checks)[levels.CLAIM]
     tested = audit_claim(evidence, phantoms.coins, claim, 1 - claim_level)
     bound = steinke_bound(evidence, phantoms.coins, claim.delta, confidence)
     return {"epsilon_lower_bound": bound.epsilon, "guesses": bound.guesses,

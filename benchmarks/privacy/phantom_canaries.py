@@ -34,10 +34,11 @@ claimed sampling rate. The steps are independent given the coin, so the evidence
 sum_b N_b l_b: the log-likelihood ratio of the phantom's released sequence read through
 the bins, the most powerful test of its coin from them. The bins are fine enough (half
 the noise wide over +-2 noise widths, wider into the tails) to lose little of the
-log-likelihood ratio of the values themselves, which weighs a step far out in the tail (a sampled step that stands
-out from the noise) much more than the sum of the steps does; and its law is exact and
-cheap, a phantom's counts being multinomial given how many steps sampled it, so honest
-audits can be simulated exactly (benchmarks.audit.simulation).
+log-likelihood ratio of the values themselves, which weighs a step far out in the tail
+(a sampled step that stands out from the noise) much more than the sum of the steps
+does; and its law is exact and cheap, a phantom's counts being multinomial given how
+many steps sampled it, so honest audits can be simulated exactly
+(benchmarks.audit.simulation).
 
 The noise on the real coordinates is checked against the probes' (``noise_checks``): a
 mechanism that noises the phantoms as charged and its own coordinates less is flagged.
