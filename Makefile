@@ -67,10 +67,14 @@ test: data $(OPACUS_INSTALLED)
 test-integration: data browser $(OPACUS_INSTALLED)
 	$(PYTEST) -m integration
 
-# The leaderboard as one folder for any static host (or to open from the file system).
+# The leaderboard as one folder for any static host (or to open from the file system): the
+# archive, results/ when there is one, and the bundles of privboard submit named in BUNDLES
+# (make publish BUNDLES="a.bundle b.bundle"). report refuses an existing $(SITE)/ that is
+# not a site it wrote, rather than replace it.
 SITE := public
+RESULTS = $(strip $(wildcard results) $(BUNDLES))
 publish: $(INSTALLED)
-	$(BIN)/privboard report --out $(SITE)
+	$(BIN)/privboard report $(if $(RESULTS),--results $(RESULTS) )--out $(SITE)
 	@echo "site ready for static hosting: $(CURDIR)/$(SITE)/ (open $(SITE)/index.html)"
 
 clean:

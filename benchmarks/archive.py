@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 from benchmarks.atomic import atomic_write
 from benchmarks.errors import PrivboardError
@@ -51,14 +51,15 @@ def machine(record: RunRecord) -> dict[str, Any]:
             **{key: provenance[key] for key in ("onednn_isa", "openblas") if key in provenance}}
 
 
-def add(suite, results: Path, command: str, archive: Path = ARCHIVE) -> tuple[int, int]:
+def add(suite, results: Path, archive: Path = ARCHIVE, own=None) -> tuple[int, int]:
     """Archive the finished records of ``suite``'s cells (and the verifications of those
     cells) from ``results``. Returns (added, already archived). A record measured on a
-    working tree with uncommitted changes cannot be re-derived and is refused."""
+    working tree with uncommitted changes cannot be re-derived and is refused. ``own`` is
+    the suite at its own seeds, when ``suite`` was given others: the manifest's command
+    (run_command) re-runs every seed archived."""
     folder = archive / suite.name
     manifest = read_manifest(folder) or {"schema": SCHEMA, "suite": suite.name,
                                          "records": {}}
-    manifest["command"] = command
     cells = {cell.cell_id for cell in suite.cells}
     added = kept = 0
     for record in read_records(results):
@@ -83,12 +84,28 @@ def add(suite, results: Path, command: str, archive: Path = ARCHIVE) -> tuple[in
             "commit": record.provenance.get("git_commit", "unknown"),
             "machine": machine(record), "wall_time_s": record.wall_time_s}
         added += 1
-    if added:
+    command = run_command(own or suite, manifest["records"].values())
+    if added or manifest.get("command") != command:
+        manifest["command"] = command
         manifest["records"] = dict(sorted(manifest["records"].items()))
         with atomic_write(folder / MANIFEST) as f:
             json.dump(manifest, f, indent=1, sort_keys=True)
             f.write("\n")
     return added, kept
+
+
+def run_command(own, archived: Iterable[dict[str, Any]]) -> str:
+    """The command that runs every seed archived (manifest entries) of the suite's current
+    configurations: the suite (``own``: at its own seeds) as it is, or with ``--seeds``
+    when the archive holds seeds it does not run (the quick suite at seeds 0, 1, 2)."""
+    runs = {(cell.config_id, cell.seed) for cell in own.cells}
+    current = {config for config, _ in runs}
+    held = {(entry["config_id"], entry["seed"]) for entry in archived
+            if entry["config_id"] in current}
+    command = f"privboard run --suite {own.name}"
+    if held <= runs:
+        return command
+    return command + " --seeds " + ",".join(str(seed) for seed in sorted({s for _, s in held}))
 
 
 def read_manifest(folder: Path) -> dict[str, Any] | None:

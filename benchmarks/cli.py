@@ -99,9 +99,10 @@ def _archive(args: argparse.Namespace) -> int:
     from benchmarks import archive, catalogue
 
     if args.suite:
+        from benchmarks.suites import load_suite
+
         suite = _suite(args)
-        added, kept = archive.add(suite, args.results, f"privboard run {_suite_flags(args)}",
-                                  args.archive)
+        added, kept = archive.add(suite, args.results, args.archive, own=load_suite(args.suite))
         print(f"archived {added} record(s) of suite {suite.name} from {args.results}/ "
               f"into {args.archive / suite.name}/ ({kept} were archived already)")
     path = catalogue.write(args.archive)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import benchmarks.numerics  # noqa: F401  (first: see benchmarks/numerics.py)
 
+import collections
 import datetime as dt
 import os
 import sys
@@ -72,6 +73,9 @@ def run(suite: Suite, results: Path, data_dir: Path, retry_failed: bool = False,
     catalogue.write(results, [suite])  # what the site needs beside the records
     for dataset in sorted({c.dataset for c, s in states if s.startswith("unavailable")}):
         echo(f"skipping {dataset}: {datasets.get_spec(dataset).missing(data_dir)}")
+    skipped = collections.Counter(c.skip for c, _ in states if c.skip)
+    for why, count in sorted(skipped.items()):  # a method's tasks, a budget it cannot run
+        echo(f"skipping {count} cell{'s' if count > 1 else ''}: {why}")
     done = sum(s == "done" for _, s in states)
     echo(f"suite {suite.name}: {len(states)} cells, {done} done, {len(todo)} to run")
     failures = 0

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Iterator, Mapping
+from typing import Iterator, Mapping, Sequence
 
 import pandas as pd
 
@@ -35,23 +35,27 @@ class ReportError(PrivboardError):
     """Bad input to the leaderboard (missing results, malformed record); one line."""
 
 
-def load_records(results: Path | None, metric_of: Mapping[str, str],
+def load_records(results: Path | Sequence[Path] | None, metric_of: Mapping[str, str],
                  current_configs: set[str] | None = None,
                  archived: list[RunRecord] = (),
                  defaults_of: Mapping[str, dict] | None = None,
                  submitted: list[RunRecord] = (),
                  audit_protocol_of: Mapping[str, int] | None = None,
                  chosen_of: Mapping[str, dict] | None = None) -> pd.DataFrame:
-    """One row per record of the archive (``archived``), of ``results`` (if not None)
-    and of a checked submission (``submitted``: third-party); ``value`` is the dataset's
-    headline metric (NaN if failed or not a run).
+    """One row per record of the archive (``archived``), of the local folders
+    ``results`` (one, several or None; a cell in several counts once) and of checked
+    submissions (``submitted``: third-party); ``value`` is the dataset's headline metric
+    (NaN if failed or not a run).
     With ``current_configs``, records of any other configuration are superseded.
     ``defaults_of`` (the catalogue's method defaults) names the model of a record whose
     settings left it at the method's default. ``audit_protocol_of`` (the catalogue's
     methods' audit protocols) supersedes the audited twins of earlier protocols;
     ``chosen_of`` (the catalogue's declarations) says how a configuration's settings were
     chosen, where its records, made before they carried it, do not."""
-    local = list(_whole_records(results)) if results is not None else []
+    local: list[RunRecord] = []
+    for folder in folders_of(results):  # a cell in several folders counts once: the first's
+        seen = {record.cell_id for record in local}
+        local += [record for record in _whole_records(folder) if record.cell_id not in seen]
     here = {record.cell_id for record in local}
     kept = {record.cell_id for record in archived}
     found = [(record, BOTH if record.cell_id in here else ARCHIVED) for record in archived]
@@ -64,6 +68,13 @@ def load_records(results: Path | None, metric_of: Mapping[str, str],
     return records.astype({"epsilon": float, "delta": float, "spent_epsilon": float,
                            "value": float, "superseded": bool, "audit": bool,
                            "wall_time_s": float, "no_proven_bound": bool})
+
+
+def folders_of(results: Path | str | Sequence[Path | str] | None) -> list[Path]:
+    """One folder of records, several, or None: as a list."""
+    if results is None:
+        return []
+    return [Path(results)] if isinstance(results, (str, Path)) else [Path(r) for r in results]
 
 
 def _whole_records(results: Path) -> Iterator[RunRecord]:

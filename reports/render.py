@@ -52,9 +52,10 @@ _env.filters["sortkey"] = sort_key
 def write_site(site: Path, rows: pd.DataFrame, records: pd.DataFrame,
                published: pd.DataFrame, claims: list[dict], notes: dict[str, str],
                tolerance: float, sources: list[str], notice: dict,
-               catalogue: dict, submission: dict | None = None) -> None:
-    """``submission``: the facts of a third-party bundle whose records are among
-    ``records`` (reports.submission_facts), said beside its rows."""
+               catalogue: dict, submissions: dict[str, dict] | None = None) -> None:
+    """``submissions``: per submitted method, the facts of the third-party bundle whose
+    records are among ``records`` (reports.submission_facts), said beside its rows."""
+    submissions = submissions or {}
     for folder in ("cells", "methods", "datasets", "records", "plots"):
         (site / folder).mkdir(parents=True)
     shutil.copytree(STATIC, site / "assets")
@@ -79,8 +80,7 @@ def write_site(site: Path, rows: pd.DataFrame, records: pd.DataFrame,
                 facts=methods.get(name), configs=[c for c in configs if c["method"] == name],
                 published=_published(published[published["method"] == name]),
                 record_notions=_record_notions(records[records["method"] == name]),
-                submission=submission if submission and submission["method"] == name
-                else None)
+                submission=submissions.get(name))
     compared = _compared(site, rows, published)
     costs = _tuning_costs(site, rows, runs)
     for name in dataset_names:
@@ -91,10 +91,11 @@ def write_site(site: Path, rows: pd.DataFrame, records: pd.DataFrame,
                 comparisons=[c for c in compared if c["dataset"] == name],
                 tuning=[t for t in costs if t["dataset"] == name])
     for cell, cell_rows in rows[rows["cell"] != ""].groupby("cell"):
-        _write_cell_page(site, cell_rows, records[records["config_id"] == cell], submission)
+        _write_cell_page(site, cell_rows, records[records["config_id"] == cell],
+                         submissions.get(cell_rows["method"].iloc[0]))
     tables = dataset_tables(rows, notes)
     ranked = rankings(rows)
-    shared = {"tolerance": tolerance, "submission": submission}
+    shared = {"tolerance": tolerance, "submissions": submissions}
     _render(site / "index.html", "index.html", root="", rankings=ranked, comparisons=compared,
             tuning={t["dataset"] for t in costs},
             families=family_tabs(ranked),
@@ -189,6 +190,8 @@ def _run(record: RunRecord, source: str) -> dict:
         f"epsilon={format_epsilon(privacy.epsilon)}, delta={privacy.delta:g} "
         f"({privacy.composition} composition)")
     return {
+        # what privboard verify takes: a re-run's is the cell it re-ran
+        "cell_id": (record.verification or {}).get("cell_id", record.cell_id),
         "seed": record.seed, "status": record.status, "error": record.error,
         "source": source, "verification": record.verification or None,
         "threads": provenance.get("threads"), "cpu": provenance.get("cpu", ""),

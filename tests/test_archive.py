@@ -17,6 +17,7 @@ import pytest
 from benchmarks import archive
 from benchmarks.cli import main
 from benchmarks.suites import load_suite
+from leaderboard_inputs import rehashed
 
 ROOT = Path(__file__).parent.parent
 SMOKE = archive.ARCHIVE / "smoke"
@@ -39,7 +40,7 @@ def results(tmp_path) -> Path:
 def store(tmp_path, results) -> Path:
     """A scratch archive of the smoke suite, made from ``results``."""
     folder = tmp_path / "archive"
-    archive.add(load_suite("smoke"), results, "privboard run --suite smoke", folder)
+    archive.add(load_suite("smoke"), results, folder)
     return folder
 
 
@@ -60,8 +61,33 @@ def test_records_round_trip_and_are_never_archived_twice(results, store):
     assert entry["commit"] == original["provenance"]["git_commit"]
     assert {"cpu", "cores", "tensorflow", "device", "threads"} <= set(entry["machine"])
     before = (store / "smoke" / archive.MANIFEST).read_text()
-    assert archive.add(load_suite("smoke"), results, "again", store) == (0, len(loaded))
+    assert archive.add(load_suite("smoke"), results, store) == (0, len(loaded))
     assert (store / "smoke" / archive.MANIFEST).read_text() == before
+
+
+def test_the_manifest_command_runs_every_seed_archived(results, store, tmp_path):
+    """A seed that the suite does not run, archived with --seeds, puts --seeds in the
+    manifest's command; archiving at the suite's own seeds later keeps it."""
+    seed_one = rehashed({**json.loads((results / f"{CELL}.json").read_text()), "seed": 1})
+    more = tmp_path / "more"
+    more.mkdir()
+    (more / f"{seed_one['cell_id']}.json").write_text(json.dumps(seed_one))
+
+    def command() -> str:
+        return archive.read_manifest(store / "smoke")["command"]
+    assert command() == "privboard run --suite smoke"
+    assert archive.add(load_suite("smoke", [0, 1]), more, store,
+                       own=load_suite("smoke")) == (1, 0)
+    assert command() == "privboard run --suite smoke --seeds 0,1"
+    archive.add(load_suite("smoke"), results, store)
+    assert command() == "privboard run --suite smoke --seeds 0,1"
+
+
+def test_each_committed_manifest_names_the_command_that_runs_its_seeds():
+    for name in archive.suites():
+        manifest = archive.read_manifest(archive.ARCHIVE / name)
+        assert manifest["command"] == archive.run_command(load_suite(name),
+                                                          manifest["records"].values()), name
 
 
 def test_a_record_measured_with_uncommitted_changes_is_refused(results, tmp_path):
@@ -70,7 +96,7 @@ def test_a_record_measured_with_uncommitted_changes_is_refused(results, tmp_path
     record["provenance"]["git_dirty"] = True
     path.write_text(json.dumps(record))
     with pytest.raises(archive.ArchiveError, match=f"{CELL}.json was measured with uncommitted"):
-        archive.add(load_suite("smoke"), results, "x", tmp_path / "archive")
+        archive.add(load_suite("smoke"), results, tmp_path / "archive")
 
 
 def _edit(store: Path, change, keep_digest: bool = False) -> Path:

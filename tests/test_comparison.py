@@ -29,7 +29,7 @@ def records(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def board(records):
     """The rows and the records behind them, as the site reads them."""
-    return reports._leaderboard(records, 1.0, None, False, None, None)
+    return reports._leaderboard([records], 1.0, None, False, None, ())
 
 
 @pytest.fixture(scope="module")

@@ -31,3 +31,24 @@ def test_the_two_test_targets_split_the_tests_and_ci_runs_both():
     assert "$(PYTEST) -m integration" in makefile
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     assert "make test" in ci and "make test-integration" in ci
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make here")
+def test_publish_takes_our_runs_and_any_number_of_bundles(tmp_path):
+    """make publish is one report of the archive, results/ when there is one, and the
+    bundles named in BUNDLES."""
+    for name in ("Makefile", "pyproject.toml", "constraints.txt"):
+        shutil.copy(ROOT / name, tmp_path)
+    (tmp_path / ".venv" / "bin").mkdir(parents=True)
+    (tmp_path / ".venv" / ".installed").touch()  # set up already
+
+    def publish(*args: str) -> str:
+        done = subprocess.run(["make", "-n", "publish", *args], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=60, check=True)
+        return next(line for line in done.stdout.splitlines() if " report " in line)
+    assert publish() == ".venv/bin/privboard report --out public"
+    assert publish("BUNDLES=a.bundle b.bundle") == \
+        ".venv/bin/privboard report --results a.bundle b.bundle --out public"
+    (tmp_path / "results").mkdir()
+    assert publish("BUNDLES=a.bundle") == \
+        ".venv/bin/privboard report --results results a.bundle --out public"

@@ -83,3 +83,17 @@ def test_the_headline_table_reads_as_the_papers_table_4(archive_rows):
     cells = [cell.strip() for cell in lp.strip("|").split("|")]
     assert cells[2] == "label-DP · sub · pure"
     assert re.fullmatch(r"\d+\.\d\d ± \d\.\d\d \(n=3\) \([+-]\d+\.\d\d\)", cells[3])
+
+
+def test_the_submission_walkthrough_gives_the_readmes_commands():
+    """docs/submission.md's commands for the Opacus and tensorflow-privacy examples are
+    the README's, which tests/test_readme_paths.py runs."""
+    def commands(text: str) -> list[str]:
+        return [line.split("  #")[0].strip() for block in re.findall(r"```sh\n(.*?)```",
+                                                                      text, re.S)
+                for line in block.splitlines()]
+    readme = commands(README.read_text())
+    walkthrough = commands((README.parent / "docs" / "submission.md").read_text())
+    examples = [line for line in walkthrough
+                if "opacus" in line or "tfp-keras" in line]
+    assert len(examples) == 6 and set(examples) <= set(readme), examples

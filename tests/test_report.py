@@ -257,6 +257,25 @@ def test_missing_results_dir_is_one_line_and_writes_nothing(tmp_path, capsys):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_out_replaces_only_a_site_that_report_wrote(tmp_path, site, capsys):
+    """--out is replaced whole: a folder that is not such a site is refused in one line,
+    before anything is read, and left as it was."""
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    for out, why in ((mine, "is a folder that privboard report did not write"),
+                     (mine / "notes.txt", "is a file")):
+        assert reports.main(["--results", str(GOLDEN / "records"), "--out", str(out)]) == 2
+        error = capsys.readouterr().err
+        assert error.count("\n") == 1 and f"--out {out} {why}" in error, error
+    assert [path.name for path in mine.iterdir()] == ["notes.txt"]
+    assert (mine / "notes.txt").read_text() == "keep me"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for out in (site, empty, tmp_path / "new"):
+        reports.check_site_folder(out)  # a site it wrote, an empty folder, a new one
+
+
 GOOD_PRIVACY = ('"privacy": {"protects": "nothing", "neighbours": "none", "kind": "none", '
                 '"accountant": "none", "epsilon": "inf", "delta": 0}')
 

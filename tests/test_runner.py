@@ -143,6 +143,19 @@ def test_a_typo_in_a_setting_stops_the_suite_before_any_cell(tmp_path, capsys):
     assert not (tmp_path / "results").exists()
 
 
+def test_run_says_which_cells_it_skips_and_why(tmp_path, capsys):
+    """A method runs on the tasks its class names (``tasks``): the others' cells are
+    skipped, and said so, not silently."""
+    suite = tmp_path / "tasks.toml"
+    suite.write_text('name = "tasks"\n[[block]]\ndatasets = ["digits"]\n'
+                     'methods = ["dp-erm-objective"]\nepsilons = [1, 2]\nseeds = [0]\n')
+    assert main(["run", "--suite", str(suite), "--results", str(tmp_path / "results"),
+                 "--workers", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "skipping 2 cells: dp-erm-objective handles tabular data, not image" in out
+    assert "suite tasks: 2 cells, 0 done, 0 to run" in out
+
+
 @pytest.mark.parametrize("argv, message", [
     (["run", "--suite", "quik"], "did you mean 'quick'"),
     (["run", "--suite", "BAD.toml"], "does not exist"),

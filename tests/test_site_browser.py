@@ -49,7 +49,7 @@ def site(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("browser")
     out = folder / "site"
     reports.build(catalogued(GOLDEN / "records", folder / "records"), out,
-                  submission=shuffled_submission(folder / "bundle"))
+                  submissions=[shuffled_submission(folder / "bundle")])
     return out
 
 

@@ -331,3 +331,39 @@ def test_every_test_of_an_audits_verdict_is_a_check_at_its_level():
     audit["correct"] = 50  # every guess of the model right: a bound above the claim
     [failed] = [check.line for check in audit_checks(audit, "a cell") if not check.passed]
     assert re.fullmatch(AUDIT_LINE.format("from the model"), failed), failed
+
+
+@pytest.mark.integration  # a site built: tens of seconds
+def test_one_report_shows_local_runs_and_several_bundles_each_with_its_facts(
+        submitted, tmp_path, capsys):
+    """What make publish runs: one's own runs and any number of bundles in one site, each
+    third-party row beside its own bundle's package and mark; two bundles of one method
+    are refused."""
+    honest, own = submitted("uniform-rr-knn").bundle, submitted("own-rr-knn").bundle
+    results, site = tmp_path / "results", tmp_path / "site"
+    results.mkdir()
+    shutil.copy(archive.ARCHIVE / CATALOGUE, results)  # as privboard run writes one
+    for path in (archive.ARCHIVE / "smoke").glob("*.json"):
+        if json.loads(path.read_text()).get("method") == "lp-1st":
+            shutil.copy(path, results)
+    assert main(["report", "--results", str(results), str(honest), str(own), "--no-archive",
+                 "--out", str(site)]) == 0
+    rows = pd.read_csv(site / "rows.csv")
+    assert set(rows[(rows["method"] == "lp-1st") & (rows["n"] > 0)]["source"]) == {"this machine"}
+    tables = (site / "tables.html").read_text()
+    for method, package, mark in (
+            ("uniform-rr-knn", "privboard-uniform-rr 0.1.0", "charged by construction"),
+            ("own-rr-knn", "privboard-example-variants 0.0.1", "self-accounted")):
+        assert set(rows[rows["method"] == method]["source"]) == {"third-party"}
+        row = tables[tables.index(f"<strong>{method}</strong>"):]
+        row = row[:row.index("</tr>")]
+        assert package in row and mark in row, method
+        assert package in (site / "how-to-read.html").read_text()
+    assert ("the third-party submissions of privboard-uniform-rr 0.1.0, "
+            "privboard-example-variants 0.0.1") in (site / "index.html").read_text()
+
+    again = tmp_path / "again.bundle"
+    shutil.copytree(honest, again)
+    assert main(["report", "--results", str(honest), str(again), "--no-archive", "--out",
+                 str(tmp_path / "other")]) == 2
+    assert f"bundles {honest} and {again} both submit uniform-rr-knn" in capsys.readouterr().err

@@ -1,8 +1,8 @@
 """privboard submit watches the outside DP libraries a method trains with, with no change
 to its code: Opacus (examples/opacus-plugin and its variants in tests/plugins) and
-tensorflow-privacy's Keras optimizer (tests/plugins/tfp_plugin). What each noisy step ran
-(its batch, its noise, its clipping norm, whether its batch was a Poisson sample) is
-measured and composes against what the run charged; Opacus' noise is tested against the
+tensorflow-privacy's Keras optimizer (examples/tfp-keras-plugin and its variants in
+tests/plugins). What each noisy step ran (its batch, its noise, its clipping norm,
+whether its batch was a Poisson sample) is measured and composes against what the run charged; Opacus' noise is tested against the
 standard deviation it was drawn at; a noisy step the watch cannot see stops the
 submission; shuffled batches are labelled as accounted as Poisson, with no proven bound.
 The Opacus tests need the opacus extra and are skipped without it."""
@@ -20,7 +20,8 @@ import pytest
 from benchmarks import bundle, library_watch
 from benchmarks.cli import main
 from benchmarks.records import SHUFFLED_BATCHES
-from plugins.installed import HERE, OPACUS_EXAMPLE, example_metadata, installed, submit
+from plugins.installed import (HERE, OPACUS_EXAMPLE, TFP_EXAMPLE, example_metadata, installed,
+                               submit)
 
 HAS_OPACUS = importlib.util.find_spec("opacus") is not None
 needs_opacus = pytest.mark.skipif(
@@ -56,7 +57,8 @@ def suite(tmp_path_factory):
     path = folder / "tiny.toml"
     path.write_text(SUITE.format(methods=json.dumps(
         TFP_METHODS + (OPACUS_METHODS if HAS_OPACUS else []))))
-    packages = {str(HERE): ("privboard-tfp-test", "0.0.1", {"tfp": "tfp_plugin"})}
+    packages = {str(TFP_EXAMPLE): example_metadata(TFP_EXAMPLE),
+                str(HERE): ("privboard-tfp-test", "0.0.1", {"tfp": "tfp_plugin"})}
     if HAS_OPACUS:
         packages[str(OPACUS_EXAMPLE)] = example_metadata(OPACUS_EXAMPLE)
         packages[str(HERE)] = ("privboard-dp-library-tests", "0.0.1",

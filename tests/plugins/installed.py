@@ -21,6 +21,7 @@ from benchmarks.contract import _REGISTRY
 ROOT = Path(__file__).resolve().parent.parent.parent
 EXAMPLE = ROOT / "examples" / "uniform-rr-plugin"
 OPACUS_EXAMPLE = ROOT / "examples" / "opacus-plugin"
+TFP_EXAMPLE = ROOT / "examples" / "tfp-keras-plugin"
 HERE = Path(__file__).resolve().parent
 
 

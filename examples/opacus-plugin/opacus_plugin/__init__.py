@@ -10,6 +10,7 @@ trains and composes the steps it ran against that charge.
 from __future__ import annotations
 
 import numbers
+import warnings
 from typing import Any, ClassVar
 
 import numpy as np
@@ -67,11 +68,15 @@ class OpacusMLP(Method):
             poisson_sampling=True, noise_generator=torch.Generator().manual_seed(
                 self.ctx.seed_for("noise")))
         loss = nn.CrossEntropyLoss()
-        for _ in range(h["epochs"]):
-            for xb, yb in loader:
-                optimizer.zero_grad()
-                loss(model(xb), yb).backward()
-                optimizer.step()
+        with warnings.catch_warnings():
+            # torch warns at every backward pass through Opacus' per-sample hooks that
+            # no input requires a gradient: none needs one here.
+            warnings.filterwarnings("ignore", message="Full backward hook is firing")
+            for _ in range(h["epochs"]):
+                for xb, yb in loader:
+                    optimizer.zero_grad()
+                    loss(model(xb), yb).backward()
+                    optimizer.step()
         self.num_classes = num_classes
         return self
 
