@@ -450,3 +450,16 @@ def test_no_published_file_names_a_path_of_the_build_machine(site):
     index = (site / "index.html").read_text()
     assert re.search(r"Built from the archive \(\d+ records\)|Built from \d+ local records",
                      index)
+
+
+def test_a_plots_legend_names_each_audit_for_what_it_is():
+    """A tested claim's empirical epsilon is not an estimate of epsilon ("emp. ε", none
+    where the run rejects no curve, never 0.00); the others are lower bounds (≥)."""
+    from reports.plots import _audited
+
+    line = pd.DataFrame({"epsilon": [1.0, 2.0, 4.0], "audited_epsilon": [0.3, 0.5, 0.2],
+                         "release_epsilon": [0.4, math.nan, 0.6],
+                         "claim_rejected": [False, None, False],
+                         "empirical_epsilon": [0.71, math.nan, math.nan]})
+    assert " ".join(_audited(line).split()) == (
+        "; audits: emp. ε 0.71 at 1, ε≥0.50 at 2, no emp. ε at 4")
