@@ -397,7 +397,13 @@ SUITE = {"dp-sgd": "quick", "labeldp-pro": "label-dp-small", "dp-sgd-label-dp": 
          "dp-sgd-scatternet": "label-dp-small"}
 
 
-@pytest.mark.parametrize("method", LABEL_SUBSTITUTION)
+def fast_first(fast: str, *others: str) -> list:
+    """``fast`` in the fast tier, each of ``others`` in the integration tier (seconds each
+    on the digits, a minute with LabelDP-Pro's or ScatterNet's start)."""
+    return [fast, *(pytest.param(m, marks=pytest.mark.integration) for m in others)]
+
+
+@pytest.mark.parametrize("method", fast_first("dp-sgd-label-dp", "labeldp-pro"))
 def test_a_label_substitution_release_at_sensitivity_c_is_flagged(method, monkeypatch):
     """The phantoms move as a replaced label moves a gradient, +C to -C, whatever the
     sensitivity the release is configured at (a small release on the digits)."""
@@ -407,7 +413,7 @@ def test_a_label_substitution_release_at_sensitivity_c_is_flagged(method, monkey
                          tiny=True)["claim_test"]["rejected"]
 
 
-@pytest.mark.parametrize("method", GAUSSIAN_RELEASES)
+@pytest.mark.parametrize("method", fast_first("dp-sgd", *GAUSSIAN_RELEASES[1:]))
 def test_real_coordinates_noised_at_half_are_flagged(method, monkeypatch):
     """Each release's real coordinates' noise is checked against its phantoms': half of
     it fails (a small release on the digits; ScatterNet's statistics too)."""
