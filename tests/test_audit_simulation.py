@@ -77,6 +77,7 @@ def at_most_the_level(flagged: int, runs: int) -> bool:
     return flagged <= stats.binom.ppf(0.999, runs, levels.FAMILY_WISE_LEVEL)
 
 
+@pytest.mark.integration  # seconds; speed.bench_false_flags measures the suites' 1,000 runs
 def test_honest_twins_are_flagged_at_most_at_the_family_wise_level():
     """A small Gaussian release and the quick suite's ALIBI release, whose bound at the
     release is tight (its rejections near their 2.5%), 40 runs each."""
