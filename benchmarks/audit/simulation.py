@@ -69,9 +69,18 @@ def add_release(rng: np.random.Generator, planted: PhantomCanaries, release: Gau
                                               bin_probabilities(edges, sign, s))
     planted.add(release.mechanism, release.sampling_rate, s, steps, counts,
                 direction * sampled + s * np.sqrt(steps) * rng.standard_normal(m),
-                s * s * 2 * rng.standard_gamma(PROBES * steps / 2), PROBES * steps,
-                (real_noise * s) ** 2 * 2 * rng.standard_gamma(release.real_values / 2),
-                release.real_values)
+                *noise_squares(rng, release, real_noise))
+
+
+def noise_squares(rng: np.random.Generator, release: GaussianRelease,
+                  real_noise: float = 1.0) -> tuple[float, int, float, int]:
+    """The sums of squares of ``release``'s noise on its probes and on its real
+    coordinates (noised at ``real_noise`` times the phantoms' noise), each with its number
+    of values: s^2 times chi-squared draws."""
+    s, probes = release.noise, PROBES * release.steps
+    return (s * s * 2 * rng.standard_gamma(probes / 2), probes,
+            (real_noise * s) ** 2 * 2 * rng.standard_gamma(release.real_values / 2),
+            release.real_values)
 
 
 def multinomial(rng: np.random.Generator, draws: np.ndarray, p: np.ndarray) -> np.ndarray:
