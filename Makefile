@@ -8,7 +8,7 @@ GPU_EXTRA := $(if $(filter 1,$(GPU)),$(COMMA)gpu)
 INSTALLED := $(VENV)/.installed$(if $(GPU_EXTRA),-gpu)
 export TF_CPP_MIN_LOG_LEVEL ?= 3
 
-.PHONY: bench test test-integration data report publish browser clean
+.PHONY: bench test test-integration test-paper-suite data report publish browser clean
 
 # tensorflow-privacy 0.9.0 needs Python < 3.12, and the pinned stack needs 3.11.
 NO_PYTHON := no $(PYTHON) here: privboard needs Python 3.11 (tensorflow-privacy 0.9.0 \
@@ -59,13 +59,18 @@ browser:
 # Two pytest workers (pytest-xdist): each test module stays on one worker, so its shared
 # fixtures are built once; the paper suite's tiny steps are spread (tests/conftest.py).
 # `make test` leaves out the tests marked integration (pyproject.toml says which):
-# `make test-integration` runs them, and CI runs both.
+# `make test-integration` runs them; CI runs `make test` and `make test-paper-suite`.
 PYTEST := $(BIN)/python -m pytest -q -n 2 --dist loadgroup
 test: data $(OPACUS_INSTALLED)
 	$(PYTEST) -m 'not integration'
 
 test-integration: data browser $(OPACUS_INSTALLED)
 	$(PYTEST) -m integration
+
+# The GPU-sized paper suite's tiny steps alone (part of test-integration): CI runs them
+# beside `make test`, so no setting of that suite can break unseen.
+test-paper-suite: data
+	$(PYTEST) -m integration tests/test_paper_suite_settings.py
 
 # The leaderboard as one folder for any static host (or to open from the file system): the
 # archive, results/ when there is one, and the bundles of privboard submit named in BUNDLES

@@ -117,7 +117,7 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _submit(args: argparse.Namespace) -> int:
-    from benchmarks import submit
+    from benchmarks.submission import submit
 
     return submit.run(args)
 
@@ -278,7 +278,7 @@ def parser() -> argparse.ArgumentParser:
                     "ledger's composition, and every mechanism of the layer against the "
                     "run's ledger. Exit code 0 when every check holds, 1 with one line "
                     "per failed check.")
-    from benchmarks.submit import add_arguments as add_submit_arguments
+    from benchmarks.submission.submit import add_arguments as add_submit_arguments
 
     add_submit_arguments(submit)
     with_seeds(submit)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from benchmarks.numerics import NUMERICS_VARIABLES  # first: see benchmarks/numerics.py
 
+import collections
 import dataclasses
 import math
 import os
@@ -23,9 +24,8 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from tqdm import tqdm
-
 from benchmarks.errors import InputError, PrivboardError, one_line
+from benchmarks.estimate import ForecastBar
 from benchmarks.executors import DEFAULT_RETRIES
 from benchmarks.records import RunRecord
 from benchmarks.runner import lost_cell, train_in_worker
@@ -79,23 +79,48 @@ class RayExecutor:
         except ValueError as err:  # Ray's own checks, such as at most 4 decimals
             raise InputError(f"Ray refuses the resources: {one_line(err)}") from None
 
+    @property
+    def slots(self) -> int | None:
+        """The cells a local instance runs at a time; None on a cluster (its size
+        decides)."""
+        if self._address != "local":
+            return None
+        return max(1, int((os.cpu_count() or 1) // self.cpus_per_cell))
+
     def __call__(self, cells: list[Cell], data_dir: Path,
-                 bar: tqdm) -> Iterator[tuple[Cell, RunRecord]]:
+                 bar: ForecastBar) -> Iterator[tuple[Cell, RunRecord]]:
         if not cells:
             return
         ray = _ray()
         started = self._connect(ray)
         try:
+            # Submitted in the order given (the runner's: the longest first), and Ray
+            # starts tasks of one kind in about the order they come: the first ones are
+            # taken to start now, and one more each time one ends.
             pending = {self._remote.remote(cell, data_dir): cell for cell in cells}
+            waiting = collections.deque(cells)
+            bar.forecast.slots = self._cells_at_a_time(ray)  # a cluster's, once joined
+            for _ in range(bar.forecast.slots):
+                if waiting:
+                    bar.started(waiting.popleft())
             bar.set_description("on Ray")
             while pending:
                 [ref], _ = ray.wait(list(pending), num_returns=1)
                 cell = pending.pop(ref)
+                if waiting:
+                    bar.started(waiting.popleft())
                 bar.set_postfix_str(f"{len(pending)} left; done {cell.describe()}")
                 yield cell, self._record(ray, ref, cell)
         finally:
             if started:
                 ray.shutdown()
+
+    def _cells_at_a_time(self, ray: Any) -> int:
+        have = ray.cluster_resources()
+        fits = [have.get("CPU", 0) // self.cpus_per_cell]
+        if self.gpus_per_cell:
+            fits.append(have.get("GPU", 0) // self.gpus_per_cell)
+        return max(1, int(min(fits)))
 
     def _connect(self, ray: Any) -> bool:
         """Join the cluster or start a local instance; True if this run must stop Ray."""

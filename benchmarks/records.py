@@ -187,6 +187,17 @@ class RunRecord:
         """An audited twin, or a re-run of one."""
         return self.is_audit or bool(self.verification.get("audit"))
 
+    @property
+    def cold_wall_time_s(self) -> float:
+        """Its wall seconds as if nothing were cached. An SSL prior's encoder is cached by
+        its training inputs, so a cell reuses it and its twin, whose planted set differs,
+        trains its own. A run that took less time than its encoder's recorded training
+        loaded the encoder, and is charged that training as a cold run would be. (PATE's
+        records do not say whether their teachers came from the cache.)"""
+        encoder = self.privacy.details.get("encoder") or {}
+        trained = encoder.get("train_seconds", 0.0)
+        return self.wall_time_s + (trained if self.wall_time_s < trained else 0.0)
+
     def describe(self) -> str:
         return describe_cell(self.dataset, self.method, self.epsilon, self.delta, self.seed,
                              self.audits)

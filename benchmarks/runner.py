@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 from tqdm import tqdm
 
-from benchmarks import catalogue, code_version, datasets
+from benchmarks import catalogue, cell_costs, code_version, datasets, estimate, host_speed
 from benchmarks.audit.training import CONFIDENCE as AUDIT_CONFIDENCE
 from benchmarks.context import RunContext
 from benchmarks.contract import Dataset, Method, Split
@@ -31,6 +31,7 @@ from benchmarks.errors import PrivboardError, one_line, public_error
 from benchmarks.metrics import evaluate, prior_quality
 from benchmarks.records import Privacy, RunRecord, done_cells, write_record
 from benchmarks.registry import get_method
+from benchmarks.schedule import Forecast, cached_model
 from benchmarks.suites import Cell, Suite
 from benchmarks.tf_runtime import cpu_model, numerics, pin_threads, training_device
 from benchmarks.tuning import PrivatelyTuned
@@ -60,14 +61,21 @@ def plan(suite: Suite, results: Path, data_dir: Path) -> list[tuple[Cell, str]]:
 
 
 # An executor runs cells and yields each with its record as it finishes; it decides where
-# cells run, never how: every record comes from run_cell.
-Executor = Callable[[list[Cell], Path, tqdm], Iterator[tuple[Cell, RunRecord]]]
+# cells run, never how: every record comes from run_cell. It starts them in the order
+# given, calls the bar's ``started`` for each, and runs ``slots`` of them at a time (1 when
+# it has no such attribute).
+Executor = Callable[[list[Cell], Path, estimate.ForecastBar],
+                    Iterator[tuple[Cell, RunRecord]]]
 
 
 def run(suite: Suite, results: Path, data_dir: Path, retry_failed: bool = False,
-        echo: Callable[[str], None] = print, executor: Executor | None = None) -> int:
+        echo: Callable[[str], None] = print, executor: Executor | None = None,
+        costs: cell_costs.CostTable | None = None,
+        calibrate: Callable[[int], host_speed.HostSpeed] = host_speed.calibrate) -> int:
     """Run every pending cell (and failed ones if asked), in this process or with another
-    executor. Returns the number of cells that failed in this run."""
+    executor; say first how long that is expected to take (``costs``: the archive's by
+    default; ``calibrate`` measures this host). Returns the number of cells that failed
+    in this run."""
     states = plan(suite, results, data_dir)
     todo = [c for c, s in states if s == "pending" or (retry_failed and s == "failed")]
     catalogue.write(results, [suite])  # what the site needs beside the records
@@ -78,12 +86,22 @@ def run(suite: Suite, results: Path, data_dir: Path, retry_failed: bool = False,
         echo(f"skipping {count} cell{'s' if count > 1 else ''}: {why}")
     done = sum(s == "done" for _, s in states)
     echo(f"suite {suite.name}: {len(states)} cells, {done} done, {len(todo)} to run")
+    expected = estimate.expect(todo, getattr(executor, "slots", 1),
+                               worker_each=executor is not None, costs=costs,
+                               warm={cached_model(c) for c, s in states if s == "done"},
+                               calibrate=calibrate)
+    if todo:
+        echo(expected.describe())
+    if executor is not None:  # cells side by side: the longest first (benchmarks.schedule)
+        todo = expected.order
+    forecast = Forecast(todo, expected.durations, expected.slots or 1)
     failures = 0
-    with tqdm(total=len(todo), unit="cell", file=sys.stderr, dynamic_ncols=True) as bar:
+    with estimate.ForecastBar(forecast, total=len(todo), unit="cell", file=sys.stderr,
+                              dynamic_ncols=True) as bar:
         # The driver is the only writer: one record per finished cell, whatever ran it.
         for cell, record in (executor or run_locally)(todo, data_dir, bar):
             write_record(results, record)
-            bar.update()
+            bar.finished(cell)
             if not record.ok:
                 failures += 1
                 bar.write(f"FAILED {cell.describe()}: {record.error}")
@@ -91,10 +109,11 @@ def run(suite: Suite, results: Path, data_dir: Path, retry_failed: bool = False,
 
 
 def run_locally(cells: list[Cell], data_dir: Path,
-                bar: tqdm) -> Iterator[tuple[Cell, RunRecord]]:
+                bar: estimate.ForecastBar) -> Iterator[tuple[Cell, RunRecord]]:
     """The local executor with one worker: one cell after another in this process."""
     slot = DatasetSlot()
     for cell in cells:
+        bar.started(cell)
         yield cell, run_cell(cell, slot.get(cell.dataset, data_dir),
                              local_context(cell, data_dir, bar))
 

@@ -2,11 +2,15 @@
 and carried by its records: tuning on the test split is how most published DP numbers
 are made, and it is charged to no epsilon, so a reader needs to know which numbers had it.
 
-    chosen = "a priori"                              # the paper's, or fixed before looking
-    chosen = { a_priori = "the paper's Table 3" }    # the same, saying where from
-    chosen = { public = "CIFAR-100" }                # tuned on public data
-    chosen = { test = "mnist, epsilon 1, seed 0" }   # tuned on this dataset's test split,
-                                                     # uncharged, at that cell
+    chosen = { a_priori = "a test fixture" }      # fixed before any data of this task was
+                                                  # seen: a fixture, a library default,
+                                                  # another dataset's setting (named)
+    chosen = { published = "the paper's Table 3" }  # a paper's setting for this dataset (or
+                                                  # its test split): its authors chose it,
+                                                  # on that split as far as anyone can tell
+    chosen = { public = "CIFAR-100" }             # tuned on public data
+    chosen = { test = "mnist, epsilon 1, seed 0" }  # tuned on this dataset's test split,
+                                                  # uncharged, at that cell
 A block with ``[block.search]`` is tuned privately: its selection is charged
 (benchmarks.tuning), and it declares nothing else.
 """
@@ -17,16 +21,18 @@ from typing import Any
 
 from benchmarks.errors import InputError
 
-A_PRIORI, PUBLIC, TEST, PRIVATE, UNDECLARED = (
-    "a priori", "public data", "test split, uncharged", "private selection, charged",
-    "undeclared")
-_TOML_KEYS = {"a_priori": A_PRIORI, "public": PUBLIC, "test": TEST}
-BADGES = {A_PRIORI: "a priori", PUBLIC: "public data", TEST: "test-tuned",
-          PRIVATE: "tuned privately", UNDECLARED: "not declared"}
-# A ranking names its best per track: the settings that never saw the test split (fixed
-# a priori, tuned on public data, or by a charged selection), and the others (tuned on
-# the test split uncharged, or not saying), which a user could not reproduce.
+A_PRIORI, PUBLISHED, PUBLIC, TEST, PRIVATE, UNDECLARED = (
+    "a priori", "a paper on this dataset", "public data", "test split, uncharged",
+    "private selection, charged", "undeclared")
+_TOML_KEYS = {"a_priori": A_PRIORI, "published": PUBLISHED, "public": PUBLIC, "test": TEST}
+BADGES = {A_PRIORI: "a priori", PUBLISHED: "paper-tuned", PUBLIC: "public data",
+          TEST: "test-tuned", PRIVATE: "tuned privately", UNDECLARED: "not declared"}
+# A ranking names its best per track: the settings that never saw this dataset's test
+# split (fixed a priori, tuned on public data, or by a charged selection), and the
+# others (a paper's for this dataset, tuned on its test split uncharged, or not saying),
+# which a user could not reproduce.
 HONEST_TRACK, TEST_TUNED_TRACK = "honest", "test-tuned"
+TRACKS = (HONEST_TRACK, TEST_TUNED_TRACK)
 
 
 def track_of(how: str) -> str:
@@ -46,8 +52,9 @@ class Chosen:
                 and isinstance(detail := next(iter(value.values())), str) and detail.strip()):
             return cls(_TOML_KEYS[next(iter(value))], detail.strip())
         raise InputError(f"{where}: chosen must be \"a priori\" or one of "
-                         f"{{ a_priori = \"...\" }}, {{ public = \"<data>\" }}, "
-                         f"{{ test = \"<the cell tuned at>\" }}, got {value!r}")
+                         f"{{ a_priori = \"...\" }}, {{ published = \"<paper, table>\" }}, "
+                         f"{{ public = \"<data>\" }}, {{ test = \"<the cell tuned at>\" }}, "
+                         f"got {value!r}")
 
     @classmethod
     def from_dict(cls, data: Any) -> "Chosen":

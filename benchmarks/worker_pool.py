@@ -6,10 +6,11 @@ that may have loaded TensorFlow), so numpy and TensorFlow load there with the ce
 thread count (OMP_NUM_THREADS, inherited from the command), and nothing a process
 computed before changes a cell's bits: PATE's 250 teachers trained in a process that
 had run another cell first came out different from those of a fresh process. So a cell
-computes the same bits as in `privboard verify`'s process or on Ray. The driver hands
-each worker one cell, so two workers never run the same cell, and the driver alone
-writes records, as with Ray: a worker sends back its cell's record, and its progress
-messages for the bar. Two cells
+computes the same bits as in `privboard verify`'s process or on Ray, whatever order the
+cells start in. The driver hands each worker one cell, in the order given (the runner
+gives the longest first: benchmarks.schedule), so two workers never run the same cell,
+and the driver alone writes records, as with Ray: a worker sends back its cell's
+record, and its progress messages for the bar. Two cells
 that would train the same cached model (PATE's teachers) start side by side only when
 no other cell is left: the second would wait for the first's cache entry. A worker
 that dies (killed, out of memory) is replaced and its cell runs again, up to
@@ -32,13 +33,12 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Callable, Iterator
 
-from tqdm import tqdm
-
 from benchmarks.errors import one_line
+from benchmarks.estimate import ForecastBar
 from benchmarks.executors import DEFAULT_RETRIES
 from benchmarks.records import RunRecord
-from benchmarks.registry import get_method
 from benchmarks.runner import lost_cell, train_in_worker
+from benchmarks.schedule import next_cell
 from benchmarks.suites import Cell
 
 # What a worker runs for a cell: (cell, data folder, progress) -> its record. Sent to the
@@ -54,8 +54,12 @@ class WorkerPool:
     max_retries: int = DEFAULT_RETRIES
     task: Task = train_in_worker
 
+    @property
+    def slots(self) -> int:
+        return self.workers
+
     def __call__(self, cells: list[Cell], data_dir: Path,
-                 bar: tqdm) -> Iterator[tuple[Cell, RunRecord]]:
+                 bar: ForecastBar) -> Iterator[tuple[Cell, RunRecord]]:
         todo = collections.deque((cell, 0) for cell in cells)  # each with its deaths so far
         busy: dict[Connection, tuple[_Worker, Cell, int]] = {}
         try:
@@ -64,6 +68,7 @@ class WorkerPool:
                     cell, deaths = next_cell(todo, [cell for _, cell, _ in busy.values()])
                     worker = _Worker(self.task, data_dir)
                     worker.conn.send(cell)
+                    bar.started(cell)
                     busy[worker.conn] = (worker, cell, deaths)
                 bar.set_description(f"{len(busy)} worker(s)")
                 for conn in wait(list(busy)):
@@ -92,23 +97,6 @@ class WorkerPool:
         finally:
             for worker, _, _ in busy.values():  # interrupted: their cells are lost
                 worker.stop(now=True)
-
-
-def next_cell(todo: collections.deque, running: list[Cell]) -> tuple[Cell, int]:
-    """Take the first cell to run that shares no cached model with a cell in progress,
-    else the first: a worker would wait for the other's training (its lock:
-    benchmarks.atomic.building) instead of computing."""
-    taken = {_cached_model(cell) for cell in running} - {None}
-    for index, (cell, deaths) in enumerate(todo):
-        if _cached_model(cell) not in taken:
-            del todo[index]
-            return cell, deaths
-    return todo.popleft()
-
-
-def _cached_model(cell: Cell) -> tuple[str, str, int] | None:
-    model = get_method(cell.method).cached_model
-    return (model, cell.dataset, cell.seed) if model else None
 
 
 class _Worker:

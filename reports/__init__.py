@@ -3,8 +3,8 @@ static folder (no server, no CDN) that works from the file system or any static 
 
 The records are the archive's (our committed results, benchmarks.archive), those of
 local results folders, and third-party submissions' (bundles of ``privboard submit``,
-benchmarks.bundle, each shown only when every check of it held and its files match
-their digests). Everything else a page says comes from the catalogues written beside
+benchmarks.submission.bundle, each shown only when every check of it held and its files
+match their digests). Everything else a page says comes from the catalogues written beside
 them (benchmarks.catalogue) and from ``baselines/``: a report reads neither the method
 registry nor the data folder, and imports neither TensorFlow nor any module that does,
 so it builds in seconds on a machine that has neither.
@@ -20,7 +20,7 @@ import pandas as pd
 
 from baselines import load_claims, load_dataset_notes, load_published
 from benchmarks import archive as archive_store
-from benchmarks import bundle
+from benchmarks.submission import bundle
 from benchmarks import catalogue as catalogues
 from benchmarks.atomic import atomic_folder
 from benchmarks.errors import PrivboardError
@@ -40,8 +40,9 @@ def build(results: Path | Sequence[Path] | None, out: Path, tolerance: float = 1
           archive: Path | None = None,
           submissions: Sequence[bundle.Submission] = ()) -> Path:
     """Build the site into ``out`` from the records of ``archive``, of the folders
-    ``results`` (one, several or None) and of checked ``submissions`` (benchmarks.bundle;
-    their rows are third-party), and return the path of its index.html.
+    ``results`` (one, several or None) and of checked ``submissions``
+    (benchmarks.submission.bundle; their rows are third-party), and return the path of
+    its index.html.
 
     Records whose configuration is not current are superseded: left out of every table,
     plot and claim unless ``show_superseded``, and counted in a notice. The current

@@ -31,27 +31,18 @@ def attach_audits(rows: pd.DataFrame, audits: pd.DataFrame, runs: pd.DataFrame) 
     the configuration's own ok runs (the audit's overhead), each counted cold."""
     ok = audits[audits["status"] == "ok"]
     found = pd.DataFrame([{"cell": record.config_id, **judged(record.audit),
-                           "audit_seconds": cold_seconds(record)}
+                           "audit_seconds": record.cold_wall_time_s}
                           for record in ok["record"]], columns=["cell", *AUDIT_COLUMNS[:-1]])
     strongest = found[["audited_epsilon", "release_epsilon"]].max(axis=1)
     found = found.loc[strongest.sort_values().index].drop_duplicates("cell", keep="last")
     ok_runs = runs[runs["status"] == "ok"]
-    own_time = ok_runs["record"].map(cold_seconds).groupby(ok_runs["config_id"]).mean()
+    own_time = (ok_runs["record"].map(lambda record: record.cold_wall_time_s)
+                .groupby(ok_runs["config_id"]).mean())
     found["audit_overhead"] = found["audit_seconds"] / found["cell"].map(own_time)
     merged = rows.drop(columns=AUDIT_COLUMNS, errors="ignore").merge(found, on="cell",
                                                                      how="left")
     merged["audit_flagged"] = merged["audit_flagged"].fillna(False).astype(bool)
     return merged
-
-
-def cold_seconds(record) -> float:
-    """A run's wall seconds as if nothing were cached. An SSL prior's encoder is cached by
-    its training inputs, so a cell reuses it and its twin, whose planted set differs,
-    trains its own. A run that took less time than its encoder's recorded training
-    loaded the encoder, and is charged that training as a cold run would be."""
-    encoder = record.privacy.details.get("encoder") or {}
-    trained = encoder.get("train_seconds", 0.0)
-    return record.wall_time_s + (trained if record.wall_time_s < trained else 0.0)
 
 
 def judged(audit: dict) -> dict:

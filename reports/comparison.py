@@ -12,10 +12,10 @@ import numpy as np
 import pandas as pd
 
 from benchmarks.metrics import metric
-from benchmarks.settings_chosen import HONEST_TRACK, TEST_TUNED_TRACK
+from benchmarks.settings_chosen import TRACKS
 from reports.index_table import audit_of
-from reports.presentation import (MODEL_NAMES, dataset_title, family_of,
-                                  ordered_datasets, settings_badge, slug)
+from reports.presentation import (dataset_title, family_of, ordered_datasets,
+                                  settings_badge, slug, variant_beyond_model)
 from reports.ranking import FAMILIES, REFERENCE
 from reports.rows import format_epsilon, unproven
 
@@ -23,7 +23,6 @@ from reports.rows import format_epsilon, unproven
 # of its datasets.
 COMPARED_SUITES = ("label-dp-small", "label-dp-small-tuned")
 PAPER_KEYS = ["paper", "table", "column", "value", "epsilon", "note", "accountant", "model"]
-TRACKS = (HONEST_TRACK, TEST_TUNED_TRACK)
 
 
 def comparisons(rows: pd.DataFrame, published: pd.DataFrame) -> list[dict]:
@@ -78,8 +77,7 @@ def _line(entries: pd.DataFrame, papers: pd.DataFrame) -> dict:
     the audited epsilons of its audited twins."""
     first = entries.iloc[0]
     # The section names its model: a line's name keeps only what else sets it apart.
-    detail = ", ".join(part for part in first["variant"].split(", ")
-                       if part and MODEL_NAMES.get(part, part) != first["model"])
+    detail = variant_beyond_model(first["variant"], first["model"])
     name = first["method"] + (f" · {detail}" if detail else "")
     points = [point(row) for row in entries.sort_values("epsilon").itertuples(index=False)]
     audits = [audit_words(point["audit"], point["epsilon"]) for point in points if point["audit"]]

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from benchmarks.settings_chosen import track_of
 from reports.presentation import short_notion
 from reports.rows import format_delta, format_epsilon, format_number, model_note
 
@@ -37,12 +38,22 @@ def write_exports(site: Path, rows: pd.DataFrame) -> None:
 
 def leaderboard_json(rows: pd.DataFrame) -> str:
     """The rows as JSON: {"version", "columns", "rows"}, each row an object of every column
-    of rows.csv and its short notion ("notion"). A missing value is null; an infinite epsilon
-    (non-private) is the string "inf", as in rows.csv."""
+    of rows.csv, its short notion ("notion"), the track of its settings ("track": "honest"
+    or "test-tuned", null for a paper's row) and, where the ranking names its configuration
+    the best of its track at its epsilon, that track ("best", else null). A missing value
+    is null; an infinite epsilon (non-private) is the string "inf", as in rows.csv."""
+    from reports.ranking import rankings
+
+    best = {line["cell"]: line["best"] for dataset in rankings(rows)
+            for family in dataset["families"] for ranking in family["rankings"]
+            for line in ranking["lines"] if line["best"]}
     records = [{name: _json_value(value) for name, value in row.items()}
-               | {"notion": short_notion(row["protects"], row["neighbours"], row["kind"])}
+               | {"notion": short_notion(row["protects"], row["neighbours"], row["kind"]),
+                  "track": track_of(row["chosen"]) if row["cell"] else None,
+                  "best": best.get(row["cell"])}
                for row in rows.to_dict("records")]
-    return json.dumps({"version": LEADERBOARD_VERSION, "columns": [*rows.columns, "notion"],
+    return json.dumps({"version": LEADERBOARD_VERSION,
+                       "columns": [*rows.columns, "notion", "track", "best"],
                        "rows": records}, indent=1)
 
 

@@ -51,7 +51,8 @@ def load_records(results: Path | Sequence[Path] | None, metric_of: Mapping[str, 
     settings left it at the method's default. ``audit_protocol_of`` (the catalogue's
     methods' audit protocols) supersedes the audited twins of earlier protocols;
     ``chosen_of`` (the catalogue's declarations) says how a configuration's settings were
-    chosen, where its records, made before they carried it, do not."""
+    chosen; a record's own declaration counts only where the catalogue has none: a suite's
+    declaration may be reviewed and corrected, its records are never edited."""
     local: list[RunRecord] = []
     for folder in folders_of(results):  # a cell in several folders counts once: the first's
         seen = {record.cell_id for record in local}
@@ -100,7 +101,7 @@ def _flatten(record: RunRecord, metric_of: Mapping[str, str],
                               f"the headline metric of {record.dataset}")
         value = float(record.metrics[metric])
     notion = record.privacy.notion.as_dict()
-    chosen = Chosen.from_dict(record.settings_chosen or chosen_of.get(record.config_id))
+    chosen = Chosen.from_dict(chosen_of.get(record.config_id) or record.settings_chosen)
     spent = record.privacy.epsilon
     return {"path": str(record.path), "status": record.status, "suite": record.suite,
             "dataset": record.dataset, "method": record.method, "variant": record.variant,

@@ -79,6 +79,12 @@ def short_notion(protects: str, neighbours: str, kind: str) -> str:
                        SHORT_WORDS.get(kind, kind)])
 
 
+def variant_beyond_model(variant: str, model: str) -> str:
+    """A variant without the part that names the model a line already names."""
+    return ", ".join(part for part in variant.split(", ")
+                     if part and MODEL_NAMES.get(part, part) != model)
+
+
 def ordered_datasets(names) -> list[str]:
     """Dataset names in reading order (FIRST_DATASETS, the others, LAST_DATASETS)."""
     def rank(name: str) -> tuple[int, int, str]:

@@ -2,8 +2,9 @@
 
 The README's headline is the ``table4-cpu`` suite laid out as the label-DP paper's Table 4:
 a row per dataset and method with its short notion, a column per epsilon, our mean ± std
-(n) and the difference to the paper. Above it, the README names the best method at each
-epsilon of the suites run on one model (reports.comparison), per dataset and family.
+(n) and the difference to the paper. Above it, the README names the best configuration of
+each track of settings at each epsilon of the site's ranking of MNIST and Fashion-MNIST,
+per dataset and family.
 docs/results.md holds per suite how many cells it has, how long they trained here and
 how to run it again, and every leaderboard row that holds a number of ours (the rows.md
 export, cut to those rows).
@@ -31,6 +32,8 @@ START, END = "<!-- archive-tables:start -->", "<!-- archive-tables:end -->"
 HEADLINE_START, HEADLINE_END = "<!-- headline-table:start -->", "<!-- headline-table:end -->"
 HEADLINE_SUITE = "table4-cpu"
 BEST_START, BEST_END = "<!-- best-table:start -->", "<!-- best-table:end -->"
+# The datasets of the README's best table: the site ranks every dataset.
+BEST_DATASETS = ("mnist", "fashion-mnist")
 
 
 def archive_rows(archive: Path = archive_store.ARCHIVE) -> pd.DataFrame:
@@ -64,50 +67,43 @@ def headline(rows: pd.DataFrame, suite: str = HEADLINE_SUITE) -> str:
 
 
 def best(rows: pd.DataFrame) -> str:
-    """The generated text between the README's best-table markers: per dataset and
-    privacy family of the suites run on one model, the best method at each epsilon of our
-    runs in each track of settings, over those suites, with its mean ± std (n) and, in
-    brackets, those within one standard deviation of it. A method is named alone unless
-    it has two lines in its family."""
-    from baselines import load_published
-    from reports.comparison import TRACKS, comparisons
+    """The generated text between the README's best-table markers: the site's ranking
+    (reports.ranking) of ``BEST_DATASETS`` in short, a line per dataset and privacy
+    family, a column per epsilon of its cards, each cell the card's best configuration of
+    each track of settings, as the card names it."""
+    from reports.ranking import epsilon_text
 
-    found = comparisons(rows, load_published())
-    epsilons = sorted({at["epsilon"] for compared in found for family in compared["families"]
-                       for at in family["by_epsilon"]})
-    header = ["dataset", "privacy"] + [f"ε = {format_epsilon(e)}" for e in epsilons]
-    # (dataset, family) -> epsilon -> track -> the best text and its mean, over the suites
-    table: dict[tuple[str, str], dict[float, dict[str, tuple[float, str]]]] = {}
-    for compared in found:
-        for family in compared["families"]:
-            methods = [line["method"] for line in family["lines"]]
-            short = {line["name"]: line["method"] if methods.count(line["method"]) == 1
-                     else line["name"] for line in family["lines"]}
-            row = table.setdefault((compared["dataset"], family["title"]), {})
-            for at in family["by_epsilon"]:
-                tracks = row.setdefault(at["epsilon"], {})
-                for top in at["best"]:
-                    if top["name"] is not None and (
-                            top["track"] not in tracks
-                            or top["point"]["mean"] > tracks[top["track"]][0]):
-                        tracks[top["track"]] = (top["point"]["mean"],
-                                                _best_of_track(top, short, compared["metric"]))
+    cards = best_cards(rows)
+    epsilons = sorted({epsilon for *_, epsilon, _, _ in cards})
+    table: dict[tuple[str, str], dict[float, str]] = {}
+    for dataset, family, epsilon, tops, metric in cards:
+        table.setdefault((dataset, family), {})[epsilon] = "; ".join(
+            f"{top['track']}: {_best_of_track(top['line'], metric)}" for top in tops)
+    header = ["dataset", "privacy"] + [f"ε = {epsilon_text(e)}" for e in epsilons]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for (dataset, family), row in table.items():
-        cells = ["; ".join(row.get(epsilon, {})[track][1] for track in TRACKS
-                           if track in row.get(epsilon, {}))
-                 for epsilon in epsilons]
-        lines.append("| " + " | ".join([dataset, family, *cells]) + " |")
+    lines += ["| " + " | ".join([dataset, family, *(cells.get(e, "") for e in epsilons)]) + " |"
+              for (dataset, family), cells in table.items()]
     return "\n".join(["", *lines, ""])
 
 
-def _best_of_track(best: dict, short: dict[str, str], metric: str) -> str:
-    point = best["point"]
-    spread = "" if point["std"] is None else f" ± {format_number(point['std'], metric)}"
-    tied = (f" (within one std: {', '.join(short[name] for name in best['tied'])})"
-            if best["tied"] else "")
-    return (f"**{short[best['name']]}** {format_number(point['mean'], metric)}{spread} "
-            f"(n={point['n']}){tied} _{best['track']}_")
+def best_cards(rows: pd.DataFrame) -> list[tuple[str, str, float, list[dict], str]]:
+    """(dataset title, family title, epsilon, the bests of both tracks, metric) of every
+    card of the site's ranking of ``BEST_DATASETS``, in its order."""
+    from reports.ranking import rankings
+
+    return [(dataset["title"], family["title"], ranking["epsilon"], ranking["tops"],
+             dataset["metric"])
+            for dataset in rankings(rows) if dataset["name"] in BEST_DATASETS
+            for family in dataset["families"] for ranking in family["rankings"]]
+
+
+def _best_of_track(line: dict | None, metric: str) -> str:
+    if line is None:
+        return "none"
+    model = f" · {line['model']}" if line["model"] else ""
+    spread = "" if line["std"] is None else f" ± {format_number(line['std'], metric)}"
+    return (f"**{line['method']}**{model} {format_number(line['mean'], metric)}{spread} "
+            f"(n={line['n']}, _{line['chosen']}_, {line['suite']})")
 
 
 def _cell(cell: dict | None, metric: str) -> str:

@@ -7,7 +7,7 @@ and whether the twin is flagged; then the summed wall time of the suite's first 
 twins, the work of one ``make bench`` when the folder holds the quick suite.
 
 An SSL prior's cached encoder is charged to the run that reused it
-(``reports.audits.cold_seconds``). PATE's cached teachers leave no trace in a record, so
+(``RunRecord.cold_wall_time_s``). PATE's cached teachers leave no trace in a record, so
 a PATE cell that read them looks cheaper than its twin, which trains its own: compare
 the two on results measured from an empty data folder, as a fresh ``make bench`` runs.
 
@@ -22,7 +22,6 @@ from pathlib import Path
 
 from benchmarks import archive
 from benchmarks.records import RunRecord, read_records
-from reports.audits import cold_seconds
 
 GOAL = 1.5
 
@@ -62,9 +61,10 @@ def main(argv: list[str] | None = None) -> int:
         bounds = (f"{'-' if release is None else f'{release:.2f}':>7}  "
                   f"{twin.audit['epsilon_lower_bound']:5.2f}  {twin.audit['flagged']}")
         if cell is None:
-            print(f"{twin.describe():<55} {'-':>8} {cold_seconds(twin):8.0f} {'-':>6}  {bounds}")
+            print(f"{twin.describe():<55} {'-':>8} {twin.cold_wall_time_s:8.0f} {'-':>6}  "
+                  f"{bounds}")
             continue
-        cell_s, twin_s = cold_seconds(cell), cold_seconds(twin)
+        cell_s, twin_s = cell.cold_wall_time_s, twin.cold_wall_time_s
         worst = max(worst, twin_s / cell_s)
         print(f"{twin.describe():<55} {cell_s:8.0f} {twin_s:8.0f} {twin_s / cell_s:6.2f}  "
               f"{bounds}")

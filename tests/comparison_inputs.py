@@ -7,6 +7,7 @@ import copy
 import json
 from pathlib import Path
 
+from benchmarks.records import CATALOGUE
 from tests.leaderboard_inputs import catalogued, rehashed
 
 GOLDEN = Path(__file__).parent / "golden" / "records"
@@ -29,6 +30,10 @@ VARIANTS = {"alibi": "small-cnn", "dp-sgd": "small-cnn, none norm",
 TUNED_SUITE = "label-dp-small-tuned"
 TUNED = {("alibi", 1.0): (90.0, 90.5, 91.0), ("dp-sgd", 1.0): (88.0, 88.5, 89.0)}
 TEST_TUNED = {"how": "test split, uncharged", "detail": "mnist, epsilon 1, seed 0"}
+# ScatterNet's records were made when its paper's settings were declared "a priori"; the
+# catalogue beside them declares them as they are now: a paper's for this dataset.
+WAS_A_PRIORI = {"how": "a priori", "detail": "Tramer and Boneh's MNIST setting"}
+PAPER_TUNED = {"how": "a paper on this dataset", "detail": "Tramer and Boneh's MNIST setting"}
 NOTIONS = {  # (protects, neighbours, kind, delta)
     "alibi": ("labels", "substitution", "pure", 0.0),
     "labeldp-pro": ("labels", "substitution", "approximate", 1e-5),
@@ -51,7 +56,7 @@ def _record(template: dict, method: str, epsilon: float, seed: int, value: float
     record["privacy"].update(protects=protects, neighbours=neighbours, kind=kind, epsilon=coded,
                              delta=delta)
     if suite == SUITE:
-        record["settings_chosen"] = TEST_TUNED
+        record["settings_chosen"] = WAS_A_PRIORI if method == "dp-sgd-scatternet" else TEST_TUNED
     if audit is not None:
         record.update(kind="audit", audit=audit)
     return rehashed(record)
@@ -89,4 +94,9 @@ def comparison_records(folder: Path) -> Path:
         record = rehashed(record)
         name = f"{record['cell_id']}.json"
         (folder / name).write_text(json.dumps(record))
-    return catalogued(None, folder)
+    catalogued(None, folder)
+    catalogue = json.loads((folder / CATALOGUE).read_text())
+    catalogue["chosen"].update({record["config_id"]: PAPER_TUNED for record in map(rehashed, found)
+                                if record["method"] == "dp-sgd-scatternet"})
+    (folder / CATALOGUE).write_text(json.dumps(catalogue))
+    return folder

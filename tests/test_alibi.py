@@ -9,7 +9,7 @@ import pytest
 import scipy.special
 
 from benchmarks.contract import Budget, Split
-from benchmarks.contract_checks import tiny_data
+from benchmarks.submission.contract_checks import tiny_data
 from benchmarks.privacy import Ledger
 from benchmarks.privacy.randomizers import laplace_one_hot, one_hot_log_likelihood
 from methods.alibi import Alibi, posterior_cross_entropy

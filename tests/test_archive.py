@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from benchmarks import archive
+from benchmarks import archive, catalogue
 from benchmarks.cli import main
 from benchmarks.suites import load_suite
 from leaderboard_inputs import rehashed
@@ -188,6 +188,16 @@ def test_a_cell_two_suites_share_is_loaded_and_counted_once(store, tmp_path):
     config = json.loads((store / "smoke" / f"{CELL}.json").read_text())["config_id"]
     assert list(rows[rows.cell == config].n) == [1]
 
+
+
+def test_the_archive_catalogue_is_that_of_the_suites_of_this_code():
+    """Which archived records are current and how their settings were chosen is what
+    the suites of this code say: a relabelled declaration changes no identity, so every
+    record keeps its place, and reaches the site only through this catalogue."""
+    committed, now = catalogue.read(archive.ARCHIVE), catalogue.current()
+    rewrite = "rewrite it: privboard archive"
+    assert committed["configurations"] == now["configurations"], rewrite
+    assert committed["chosen"] == now["chosen"], rewrite
 
 @pytest.mark.integration
 def test_a_site_from_the_archive_alone_needs_no_tensorflow_and_no_data(tmp_path):

@@ -11,14 +11,16 @@ import json
 import re
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 import privboard
 import reports
 from baselines import load_published
 from benchmarks.records import SHUFFLED_BATCHES
+from benchmarks.settings_chosen import PRIVATE, TEST
 from reports.comparison import comparisons
-from reports.tuning_costs import tuning_costs
+from reports.tuning_costs import plot_tuning_costs, tuning_costs
 from tests.comparison_inputs import SUITE, TUNED_SUITE, comparison_records
 
 @pytest.fixture(scope="module")
@@ -73,6 +75,16 @@ def test_the_best_method_at_each_epsilon_is_named_per_family(mnist):
     assert [(r["mean"], r["n"]) for r in mnist["reference"]] == [(pytest.approx(99.1), 3)]
 
 
+def test_a_papers_setting_for_the_dataset_is_in_the_test_tuned_track(mnist):
+    """ScatterNet's settings are its paper's for MNIST: its records say "a priori", as
+    it was declared when they ran; the catalogue's declaration, reviewed since, wins."""
+    scatternet = next(line for line in _family(mnist, "full-dp")["lines"]
+                      if line["method"] == "dp-sgd-scatternet")
+    assert {(p["chosen"], p["track"]) for p in scatternet["points"]} == {
+        ("paper-tuned", "test-tuned")}
+    assert all("Tramer and Boneh" in p["chosen_title"] for p in scatternet["points"])
+
+
 def _best(at: dict) -> list[tuple]:
     return [(best["track"], best["name"], best["tied"]) for best in at["best"]]
 
@@ -96,6 +108,41 @@ def test_each_privately_tuned_row_stands_beside_its_test_tuned_row_with_the_cost
         (0, {"peak_lr": 0.1}, 0.49), (1, {"peak_lr": 0.2}, 0.49), (2, {"peak_lr": 0.2}, 0.49)]
 
 
+def test_every_tuned_family_has_its_line_across_epsilon_whatever_its_method(board, tmp_path):
+    """Methods the inputs do not have, tuned privately: DP-SGD under label-DP, beside its
+    test-tuned line at three epsilons; ScatterNet, whose partner is its paper's setting at
+    epsilon 1, and which has none at 4 (a row without a cost)."""
+    rows = board.rows
+    template = rows[(rows["method"] == "dp-sgd") & (rows["n"] > 0)]
+    test_row = template[template["chosen"] == TEST].iloc[[0]]
+    tuned_row = template[template["chosen"] == PRIVATE].iloc[[0]]
+    label_dp = {"protects": "labels", "neighbours": "substitution"}
+    added = [test_row.assign(method="dp-sgd-label-dp", epsilon=e, mean=m, cell=f"t{e}", **label_dp)
+             for e, m in ((0.5, 85.0), (1.0, 90.0), (2.0, 93.0))]
+    added += [tuned_row.assign(method="dp-sgd-label-dp", epsilon=e, mean=m, cell=f"p{e}",
+                               **label_dp) for e, m in ((1.0, 86.0), (4.0, 92.5))]
+    added += [tuned_row.assign(method="dp-sgd-scatternet", model="", epsilon=e, mean=m,
+                               cell=f"s{e}") for e, m in ((1.0, 93.0), (4.0, 97.0))]
+    (costs,) = tuning_costs(pd.concat([rows, *added], ignore_index=True), board.records)
+    found = [(p["method"], p["epsilon"], p["test"] and p["test"]["chosen"],
+              None if p["cost"] is None else round(p["cost"], 6)) for p in costs["pairs"]]
+    assert found == [("alibi", 1.0, "test-tuned", -3.7),
+                     ("dp-sgd-label-dp", 1.0, "test-tuned", -4.0),
+                     ("dp-sgd-label-dp", 4.0, None, None),
+                     ("dp-sgd", 1.0, "test-tuned", -3.5),
+                     ("dp-sgd-scatternet", 1.0, "paper-tuned", -2.5),
+                     ("dp-sgd-scatternet", 4.0, None, None)]
+    lines = {(family["key"], line["method"]): ([p["epsilon"] for p in line["test"]],
+                                               [p["epsilon"] for p in line["tuned"]])
+             for family in costs["families"] for line in family["lines"]}
+    assert lines == {("label-dp", "alibi"): ([0.5, 1.0, 2.0], [1.0]),
+                     ("label-dp", "dp-sgd-label-dp"): ([0.5, 1.0, 2.0], [1.0, 4.0]),
+                     ("full-dp", "dp-sgd"): ([0.5, 1.0], [1.0]),
+                     ("full-dp", "dp-sgd-scatternet"): ([1.0, 3.0], [1.0, 4.0])}
+    plot_tuning_costs(costs, tmp_path / "cost.png")
+    assert (tmp_path / "cost.png").stat().st_size > 0
+
+
 def test_the_dataset_page_shows_what_honest_tuning_costs_and_the_index_links_to_it(page):
     text = html.unescape((page / "datasets" / "mnist.html").read_text())
     start = text.index('id="tuning-cost"')
@@ -111,6 +158,12 @@ def test_the_dataset_page_shows_what_honest_tuning_costs_and_the_index_links_to_
     assert ">tuned privately</span>" in index and ">test-tuned</span>" in index
     tables = html.unescape((page / "tables.html").read_text())
     assert ">tuned privately</span>" in tables and ">test-tuned</span>" in tables
+    # leaderboard.json carries both tracks and the ranking's best of each.
+    rows = json.loads((page / "leaderboard.json").read_text())["rows"]
+    best = {(row["method"], row["suite"], row["track"]) for row in rows
+            if row["best"] and row["dataset"] == "mnist" and row["epsilon"] == 1
+            and row["protects"] == "labels"}
+    assert best == {("alibi", TUNED_SUITE, "honest"), ("labeldp-pro", SUITE, "test-tuned")}
 
 
 def test_a_method_without_a_proven_bound_is_never_the_best(records):

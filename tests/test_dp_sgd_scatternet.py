@@ -96,6 +96,7 @@ def test_a_set_that_extends_a_cached_one_computes_only_its_last_entries(tmp_path
     assert scatternet.features(x, data_dir=tmp_path).cached
 
 
+@pytest.mark.integration  # two fits
 def test_a_fit_reuses_the_cached_features(tmp_path, monkeypatch):
     calls = counting_scatter(monkeypatch)
     train = Split(images(40, seed=2), np.arange(40) % 2)

@@ -49,7 +49,7 @@ def test_leaderboard_json_holds_the_rows_of_rows_csv_with_their_notion(built):
     data = json.loads((site / "leaderboard.json").read_text())
     assert data["version"] == LEADERBOARD_VERSION
     expected = _read_rows(site / "rows.csv")
-    assert data["columns"] == [*expected.columns, "notion"]
+    assert data["columns"] == [*expected.columns, "notion", "track", "best"]
     shown = pd.DataFrame(data["rows"], columns=data["columns"]).replace({"inf": math.inf})
     assert len(shown) == len(expected)
     for column in expected.columns:
@@ -57,6 +57,11 @@ def test_leaderboard_json_holds_the_rows_of_rows_csv_with_their_notion(built):
     lp = shown[(shown.method == "lp-1st") & (shown.n > 0)].iloc[0]
     assert lp.notion == "label-DP · sub · pure"
     assert set(shown[shown.protects == "nothing"].notion) == {"non-private"}
+    # The golden records declare nothing: all in the test-tuned track, a paper's row in
+    # none; the ranking's best of each card is marked so.
+    tracks = {(row["cell"] != "", row["track"], row["best"]) for row in data["rows"]}
+    assert tracks == {(True, "test-tuned", "test-tuned"), (True, "test-tuned", None),
+                      (False, None, None)}
 
 
 def test_load_rows_without_any_records_is_one_clear_error(tmp_path):

@@ -25,12 +25,13 @@ def test_a_missing_python_is_one_line_naming_ways_to_get_it(tmp_path, target):
     assert not (tmp_path / ".venv").exists()
 
 
-def test_the_two_test_targets_split_the_tests_and_ci_runs_both():
+def test_the_two_test_targets_split_the_tests_and_ci_runs_the_fast_tier_and_paper_suite():
     makefile = (ROOT / "Makefile").read_text()
     assert "$(PYTEST) -m 'not integration'" in makefile
     assert "$(PYTEST) -m integration" in makefile
+    assert "$(PYTEST) -m integration tests/test_paper_suite_settings.py" in makefile
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
-    assert "make test" in ci and "make test-integration" in ci
+    assert "make test" in ci and "make test-paper-suite" in ci
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="no make here")

@@ -1,5 +1,5 @@
 """Every registered method gets these tests automatically (the checks are
-benchmarks.contract_checks, which privboard submit runs on a method from another
+benchmarks.submission.contract_checks, which privboard submit runs on a method from another
 package): it declares its notion, refuses unknown settings and budgets no run can
 honour, fits a tiny dataset of its task, predicts the right shape, is deterministic for a
 fixed seed, and its privacy is what its ledger composes: within the budget, of the kind
@@ -10,9 +10,9 @@ tests/test_replay.py)."""
 import numpy as np
 import pytest
 
-from benchmarks import contract_checks as checks
+from benchmarks.submission import contract_checks as checks
 from benchmarks.contract import Budget, Method, Split
-from benchmarks.contract_checks import ContractBreach, budget_for, fit
+from benchmarks.submission.contract_checks import ContractBreach, budget_for, fit
 from benchmarks.privacy import LABEL_DP_PURE, Ledger
 from benchmarks.privacy.randomizers import randomized_response
 from benchmarks.registry import all_methods

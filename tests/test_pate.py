@@ -98,6 +98,7 @@ def test_the_noise_meets_a_target_epsilon_in_the_worst_case(digits, cache):
     assert rdp.epsilon_from_rdp(worst * 1.01, BUDGET.delta)[0] > BUDGET.epsilon * 0.999
 
 
+@pytest.mark.integration  # three cells trained
 def test_the_teachers_are_trained_once_per_cell_and_the_cache_changes_nothing(
         digits, honest, cache, tmp_path, monkeypatch):
     trained = []
@@ -134,7 +135,10 @@ def check_no_public_label_is_read(method: str, digits, honest_runs, cache,
         f"{method}: a public label reached the student")
 
 
-@pytest.mark.parametrize("method", ["pate-confident-gnmax", "pate-plus-plus"])
+@pytest.mark.parametrize("method", [
+    "pate-confident-gnmax",
+    pytest.param("pate-plus-plus", marks=pytest.mark.integration),  # two SSGAN students
+])
 def test_no_student_reads_a_public_label(method, digits, honest_runs, cache, monkeypatch):
     check_no_public_label_is_read(method, digits, honest_runs, cache, monkeypatch)
 

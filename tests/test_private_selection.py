@@ -17,7 +17,7 @@ from scipy import optimize, special, stats
 
 from benchmarks.context import RunContext
 from benchmarks.contract import Budget, Method, Split
-from benchmarks.contract_checks import tiny_data
+from benchmarks.submission.contract_checks import tiny_data
 from benchmarks.errors import InputError
 from benchmarks.privacy import LABEL_DP_PURE, Ledger, Touches, labels, rdp, replay
 from benchmarks.privacy.notions import Field

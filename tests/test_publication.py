@@ -3,6 +3,7 @@ of the same cells never average into one number), and no private diagnostic."""
 import json
 
 import pandas as pd
+import pytest
 
 from benchmarks.cli import main
 from benchmarks.records import read_records
@@ -37,6 +38,7 @@ def suite_file(tmp_path, name, text):
     return str(path)
 
 
+@pytest.mark.integration  # runs cells and builds a site
 def test_two_configurations_of_the_same_cells_are_shown_apart(tmp_path):
     results, site = str(tmp_path / "results"), tmp_path / "site"
     old = suite_file(tmp_path, "old", MINI.format(name="mini", regularization=0.001))

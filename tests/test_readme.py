@@ -10,8 +10,8 @@ import pytest
 
 from benchmarks import datasets
 from benchmarks.contract import _REGISTRY, Budget
-from benchmarks.contract_checks import (check_replays, check_uncharged_data_has_no_influence,
-                                        fit)
+from benchmarks.submission.contract_checks import (
+    check_replays, check_uncharged_data_has_no_influence, fit)
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
@@ -57,19 +57,35 @@ def test_readme_tables_of_our_results_are_those_the_archive_gives(archive_rows):
     assert best == tables.best(archive_rows), "run: python -m reports.readme_tables"
 
 
-def test_the_readme_names_the_best_method_at_each_epsilon_of_the_one_model_suite(
-        archive_rows):
-    """A row per dataset and family; each cell the comparison's best method of each
-    track of settings in bold, named alone, with its mean ± std (n) and its track."""
+def test_the_readmes_best_so_far_is_the_sites_ranking(archive_rows):
+    """A line per dataset and family, a column per epsilon of the site's ranking, each
+    cell naming the card's best honest and best test-tuned configurations, as the README
+    holds it: the method in bold, its mean, how its settings were chosen; "none" where
+    the card has none of a track."""
     from reports import readme_tables as tables
+    from reports.ranking import epsilon_text
+    from reports.rows import format_number
 
-    header, _, *lines = tables.best(archive_rows).strip().splitlines()
-    assert header.startswith("| dataset | privacy | ε = 0.1 | ε = 0.5 | ε = 1 |")
-    label_dp = next(line for line in lines if line.startswith("| mnist | label-DP |"))
-    cells = [cell.strip() for cell in label_dp.strip("|").split("|")][2:]
-    best = (r"\*\*[a-z0-9-]+\*\* \d+\.\d\d( ± \d+\.\d\d)? \(n=\d\)"
-            r"( \(within one std: [^)]+\))? _(honest|test-tuned)_")
-    assert all(re.fullmatch(f"{best}(; {best})?", cell) for cell in cells if cell), cells
+    table = tables.between(README.read_text(), tables.BEST_START, tables.BEST_END)
+    header, _, *lines = [[cell.strip() for cell in line.strip("|").split("|")]
+                         for line in table.strip().splitlines()]
+    readme = {(line[0], line[1], epsilon): cell for line in lines
+              for epsilon, cell in zip(header[2:], line[2:]) if cell}
+    cards = tables.best_cards(archive_rows)
+    assert header[:2] == ["dataset", "privacy"]
+    assert sorted(readme) == sorted((dataset, family, f"ε = {epsilon_text(epsilon)}")
+                                    for dataset, family, epsilon, *_ in cards)
+    for dataset, family, epsilon, tops, metric in cards:
+        cell = readme[dataset, family, f"ε = {epsilon_text(epsilon)}"]
+        honest, tuned = cell.split("; test-tuned: ")
+        for top, text in zip(tops, (honest.removeprefix("honest: "), tuned), strict=True):
+            line = top["line"]
+            if line is None:
+                assert text == "none", (dataset, family, epsilon, cell)
+            else:
+                mean = format_number(line["mean"], metric)
+                assert text.startswith(f"**{line['method']}**") and f" {mean} " in text, cell
+                assert f"_{line['chosen']}_" in text, cell
 
 
 def test_the_headline_table_reads_as_the_papers_table_4(archive_rows):

@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from benchmarks import contract_checks as checks
-from benchmarks.contract_checks import ContractBreach, fit
+from benchmarks.submission import contract_checks as checks
+from benchmarks.submission.contract_checks import ContractBreach, fit
 from benchmarks.contract import Split
 from benchmarks.privacy import Ledger, PureEpsilon, inputs, labels, records, replay
 from benchmarks.privacy.erm_noise import objective_perturbation_noise
@@ -90,6 +90,7 @@ class StudentReadsPrivateLabels(pate.PateGnmax):
 StudentReadsPrivateLabels.name = "student-reads-private-labels"
 
 
+@pytest.mark.integration  # teachers and a student, replayed
 def test_a_pate_student_reading_the_teachers_private_labels_is_flagged():
     with pytest.raises(ContractBreach, match=MOVED):
         checks.check_replays(fit(StudentReadsPrivateLabels))
@@ -128,7 +129,7 @@ MinimisesItself.name = "minimises-itself"
 def test_a_fit_that_cannot_be_replayed_says_why():
     assert checks.check_replays(fit(SelfAccounted)) == (
         "not replayable: self-accounted (it charges own randomized response itself, with "
-        "noise drawn outside the layer)")
+        "noise drawn outside the layer and outside any watched DP library)")
     fitted = fit(MinimisesItself)
     assert checks.check_replays(fitted) == (
         "not replayable: the records of all 240 examples are read by releases that cannot "

@@ -18,8 +18,10 @@ from urllib.parse import unquote, urlsplit
 import pytest
 
 import reports
-from benchmarks import bundle
-from benchmarks.records import SAMPLING, SHUFFLED_BATCHES, RunRecord
+from benchmarks import archive
+from benchmarks.records import CATALOGUE, SAMPLING, SHUFFLED_BATCHES, RunRecord
+from benchmarks.settings_chosen import TRACKS
+from benchmarks.submission import bundle
 from tests.comparison_inputs import comparison_records
 from tests.leaderboard_inputs import catalogued, rehashed
 
@@ -44,12 +46,21 @@ pytestmark = [pytest.mark.integration, pytest.mark.skipif(
 SHUFFLED_METHOD = "tfp-shuffled-mlp"
 
 
+# The golden LP-1ST on the CPU CNN at MNIST epsilon 1, declared a priori in the catalogue
+# beside the records: the honest track's best of the first card, ranked second under the
+# test-tuned LP-1ST on Inception.
+A_PRIORI_CELL = "07a6406b1dab21b7cd93"
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("browser")
     out = folder / "site"
-    reports.build(catalogued(GOLDEN / "records", folder / "records"), out,
-                  submissions=[shuffled_submission(folder / "bundle")])
+    records = catalogued(GOLDEN / "records", folder / "records")
+    catalogue = json.loads((records / CATALOGUE).read_text())
+    catalogue["chosen"][A_PRIORI_CELL] = {"how": "a priori", "detail": "a test fixture"}
+    (records / CATALOGUE).write_text(json.dumps(catalogue))
+    reports.build(records, out, submissions=[shuffled_submission(folder / "bundle")])
     return out
 
 
@@ -74,6 +85,14 @@ def shuffled_submission(folder: Path) -> bundle.Submission:
     return bundle.Submission(folder, manifest, [run], {
         "written_at": "", "methods": {SHUFFLED_METHOD: facts}, "datasets": {},
         "configurations": {run.config_id: ["submitted"]}})
+
+
+@pytest.fixture(scope="module")
+def archive_site(tmp_path_factory) -> Path:
+    """The site of our archive alone, as a clean clone builds it."""
+    out = tmp_path_factory.mktemp("archive") / "site"
+    reports.build(None, out, archive=archive.ARCHIVE)
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -208,42 +227,118 @@ def test_links_lead_to_a_method_page_and_a_configuration_page(visit):
     assert "Runs" in body and "0123456789abcdef0123456789abcdef01234567" in body
 
 
-def _means(visit, rows: str) -> list[float]:
-    return [float(text.split(" ")[0]) for text in visit.page.locator(rows).all_inner_texts()]
+def _ranked(card) -> list[tuple[int, float]]:
+    """(rank, mean) of every configuration of a ranking card: its bests', then the
+    others' in its table."""
+    found = [(int(top.locator(".top-rank").inner_text().split()[0].lstrip("#")),
+              float(top.locator("a.ours").inner_text().split(" ")[0]))
+             for top in card.locator(".top:not(.top-none)").all()]
+    return found + [(int(row.locator("td.rank").inner_text()),
+                     float(row.locator("a.ours").inner_text().split(" ")[0]))
+                    for row in card.locator("tbody tr").all()]
 
 
-def test_the_first_screen_ranks_the_methods_at_each_epsilon(browser, site):
+def _at_1366(browser, site) -> Visit:
     visit = Visit(browser, site.as_uri() + "/")
     visit.page.set_viewport_size({"width": 1366, "height": 768})
+    return visit
+
+
+def test_the_first_screen_answers_with_the_best_of_both_tracks(browser, site):
+    """At 1366 x 768, the first card (MNIST, label-DP, epsilon 1) opens on its best honest
+    configuration beside its best test-tuned one, each with its badge, both on the first
+    screen; the others follow, ranked."""
+    visit = _at_1366(browser, site)
     visit.open("index.html")
     panel = visit.page.locator("section.dataset-ranking:visible")
     assert panel.count() == 1 and panel.get_attribute("data-dataset") == "mnist"
     family = panel.locator("div.family-ranking:visible")
     assert family.count() == 1 and family.get_attribute("data-family") == "label-dp"
-    cards = family.locator("div.card")
-    assert cards.count() >= 2
-    for card in cards.all():
-        best = card.locator("tr.best")
-        if "reference" in card.locator(".card-head").inner_text():
-            assert best.count() == 0
-            continue
-        # One best per epsilon: the highest mean of the card, marked so.
-        assert best.count() == 1 and "best" in best.inner_text()
-        means = _means(visit, f"#{card.get_attribute('id')} tr a.ours")
-        assert means == sorted(means, reverse=True)
-        assert float(best.locator("a.ours").inner_text().split(" ")[0]) == means[0]
-    # The first ranking, with its best method, is on the first screen.
-    first = cards.first.locator("tr.best").bounding_box()
-    assert first["y"] + first["height"] <= 768
-    assert "lp-1st" in cards.first.locator("tr.best").inner_text()
+    first = family.locator("div.card").first
+    honest, tuned = (first.locator(f'.top[data-track="{track}"]') for track in TRACKS)
+    assert "lp-1st" in honest.inner_text() and "CPU CNN" in honest.inner_text()
+    assert honest.locator(".tag").first.inner_text() == "a priori"
+    assert honest.locator(".best-tag").inner_text() == "best · honest"
+    assert "Inception" in tuned.inner_text() and "#1 of 2" in tuned.inner_text()
+    assert tuned.locator(".tag").first.inner_text() == "not declared"
+    assert tuned.locator(".best-tag").inner_text() == "best · test-tuned"
+    left, right = honest.bounding_box(), tuned.bounding_box()
+    assert abs(left["y"] - right["y"]) < 1 and left["x"] + left["width"] <= right["x"]
+    for box in (left, right):  # on the first screen, whole
+        assert box["y"] + box["height"] <= 768 and box["x"] + box["width"] <= 1366, box
+    for card in family.locator("div.card").all():
+        reference = "reference" in card.locator(".card-head").inner_text()
+        assert card.locator(".top").count() == (0 if reference else 2)
+        ranked = sorted(_ranked(card))  # the bests' ranks and the others', all of them
+        assert [rank for rank, _ in ranked] == list(range(1, len(ranked) + 1))
+        means = [mean for _, mean in ranked]
+        assert means == sorted(means, reverse=True), ranked
+    visit.page.close()
+    assert visit.problems == []
 
-    visit.page.locator('#ranking-picker button[data-family="full-dp"]').click()
-    assert panel.locator("div.family-ranking:visible").get_attribute("data-family") == "full-dp"
-    assert "dp-sgd" in panel.locator("div.family-ranking:visible tr.best").first.inner_text()
-    visit.page.locator('#ranking-picker button[data-dataset="adult"]').click()
+
+def test_a_card_without_an_honest_configuration_says_so_in_one_line(browser, site):
+    visit = _at_1366(browser, site)
+    visit.open("index.html")
+    card = visit.page.locator("div.card:visible").nth(1)  # MNIST, label-DP, epsilon 2
+    none = card.locator('.top[data-track="honest"]')
+    assert none.inner_text() == "best · honest none: all here are test-tuned."
+    line = none.locator(".muted").bounding_box()
+    assert line["height"] < 20, line  # one line of text
+    visit.page.close()
+    assert visit.problems == []
+
+
+def _cut(visit) -> list[str]:
+    """The cells of the visible cards that reach past their card's edge, and whether the
+    page scrolls sideways."""
+    return visit.page.evaluate("""() => {
+        const cut = [...document.querySelectorAll("div.card")]
+            .filter(card => card.offsetParent !== null)
+            .flatMap(card => [...card.querySelectorAll("th, td, .top")]
+                .filter(cell => cell.getBoundingClientRect().right
+                                > card.getBoundingClientRect().right + 0.5)
+                .map(cell => card.id + ": " + cell.innerText.slice(0, 30)));
+        const page = document.documentElement;
+        return page.scrollWidth > page.clientWidth ? [...cut, "the page scrolls sideways"] : cut;
+    }""")
+
+
+def test_no_column_of_a_card_is_cut_at_1366_px(browser, site, archive_site):
+    """In every tab, of the golden site and of the site of our archive."""
+    for built in (site, archive_site):
+        visit = _at_1366(browser, built)
+        visit.open("index.html")
+        for dataset in visit.page.locator("#ranking-picker button[data-dataset]").all():
+            dataset.click()
+            for family in visit.page.locator("#ranking-picker button[data-family]").all():
+                if not family.is_disabled():
+                    family.click()
+                    assert _cut(visit) == [], visit.page.url
+        visit.page.close()
+        assert visit.problems == []
+
+
+def test_the_tabs_are_kept_in_the_address_and_a_link_opens_on_them(browser, site):
+    visit = _at_1366(browser, site)
+    visit.open("index.html#adult/full-dp")
     shown = visit.page.locator("section.dataset-ranking:visible")
     assert shown.count() == 1 and shown.get_attribute("data-dataset") == "adult"
+    selected = visit.page.locator('#ranking-picker button[aria-selected="true"]')
+    assert selected.all_inner_texts() == ["Adult", "full DP"]
     assert visit.page.locator('#ranking-picker button[data-family="label-dp"]').is_disabled()
+
+    visit.page.locator('#ranking-picker button[data-dataset="mnist"]').click()
+    visit.page.locator('#ranking-picker button[data-family="label-dp"]').click()
+    assert visit.page.url.endswith("index.html#mnist/label-dp")
+    visit.page.reload()
+    family = visit.page.locator("div.family-ranking:visible")
+    assert family.get_attribute("data-family") == "label-dp"
+    assert visit.page.locator("section.dataset-ranking:visible").get_attribute(
+        "data-dataset") == "mnist"
+    visit.page.goto(visit.base + "index.html#mnist/full-dp")  # a link within the page
+    assert visit.page.locator("div.family-ranking:visible").get_attribute(
+        "data-family") == "full-dp"
     tabs = visit.page.locator("#ranking-picker button[data-dataset]").all_inner_texts()
     assert tabs[0] == "MNIST" and tabs[-1] == "Adult"
     visit.page.close()
@@ -251,15 +346,17 @@ def test_the_first_screen_ranks_the_methods_at_each_epsilon(browser, site):
 
 
 def test_a_run_on_shuffled_batches_shows_its_mark_and_is_never_the_best(visit):
-    """The highest mean of its card, yet not the best; its mark is text on the page,
-    in the ranking and in the full table, not a tooltip."""
+    """The highest mean of its card, yet not the best: ranked first among the others,
+    under the best; its mark is text on the page, in the ranking and in the full table,
+    not a tooltip."""
     visit.open("index.html")
     visit.page.locator('#ranking-picker button[data-family="full-dp"]').click()
     card = visit.page.locator("div.card:visible").filter(has_text=SHUFFLED_METHOD)
+    best = card.locator('.top[data-track="test-tuned"]')
+    assert "dp-sgd" in best.inner_text() and SHUFFLED_METHOD not in best.inner_text()
     rows = card.locator("tbody tr")
-    assert rows.count() >= 2 and SHUFFLED_METHOD in rows.first.inner_text()
-    assert "best" not in (rows.first.get_attribute("class") or "")
-    assert card.locator("tr.best").count() == 1
+    assert rows.count() == 1 and SHUFFLED_METHOD in rows.first.inner_text()
+    assert rows.first.locator("td.rank").inner_text() == "1"
     mark = rows.first.locator(".unproven")
     assert mark.is_visible() and mark.inner_text() == SHUFFLED_BATCHES
 

@@ -18,7 +18,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from benchmarks import archive, bundle
+from benchmarks import archive
+from benchmarks.submission import bundle
 from benchmarks.cli import main
 from benchmarks.records import CATALOGUE
 from benchmarks.privacy import randomizers
@@ -303,7 +304,7 @@ def test_every_test_of_an_audits_verdict_is_a_check_at_its_level():
     bound cannot see) fails a check with its figure and level; so does a rejected claimed
     curve; the bounds are checks too, each at its level (benchmarks.audit.levels), so
     that what submit passes the bundle's reader never refuses."""
-    from benchmarks.submit import audit_checks
+    from benchmarks.submission.submit import audit_checks
 
     audit = {"claimed_epsilon": 1.0, "claimed_delta": 0.0, "confidence": 0.99,
              "canaries": 100, "guesses": 50, "correct": 30, "release": None,

@@ -9,7 +9,6 @@ The Opacus tests need the opacus extra and are skipped without it."""
 from __future__ import annotations
 
 import collections
-import importlib.util
 import json
 import math
 import re
@@ -17,53 +16,34 @@ import re
 import numpy as np
 import pytest
 
-from benchmarks import bundle, library_watch
+from benchmarks.submission import bundle, library_watch
 from benchmarks.cli import main
 from benchmarks.records import SHUFFLED_BATCHES
-from plugins.installed import (HERE, OPACUS_EXAMPLE, TFP_EXAMPLE, example_metadata, installed,
-                               submit)
+from plugins.installed import (HAS_OPACUS, digits_block, dp_library_packages, installed_suite,
+                               needs_opacus, submit)
 
-HAS_OPACUS = importlib.util.find_spec("opacus") is not None
-needs_opacus = pytest.mark.skipif(
-    not HAS_OPACUS, reason="needs PyTorch and Opacus: pip install -e '.[opacus]'")
 OPACUS_METHODS = ["opacus-mlp", "opacus-shuffled-mlp", "opacus-ghost-mlp", "opacus-quarter-mlp",
                   "opacus-uncharged-mlp", "opacus-quarter-beyond-tiny-mlp",
                   "opacus-ghost-adjusted-mlp", "opacus-other-loader-mlp",
                   "opacus-accumulating-mlp", "opacus-quiet-subclass-mlp", "opacus-denoised-mlp"]
 TFP_METHODS = ["tfp-keras-mlp", "tfp-keras-quarter-mlp", "tfp-keras-noiseless-mlp",
                "tfp-then-vectorized-mlp"]
-# A few steps of each method on digits at (1, 1e-5), one seed: a run and its audited twin.
-SUITE = """name = "tiny-dp-libraries"
-[[block]]
-datasets = ["digits"]
-methods = {methods}
-epsilons = [1]
-delta = 1e-5
-seeds = [0]
-hparams = {{epochs = 2}}
-"""
 # The issue's line: what ran, its epsilon at the run's delta, and the charge.
 SPENT = (r"{library} ran sigma ([\d.]+) \(clip \d\) for \d+ steps at q [\d.–]+"
          r"(?: \(batches were shuffled, accounted as Poisson\))?: epsilon ([\d.]+|inf) at "
          r"delta 1e-05, charged {charged}$")
-OBSERVED = {library: f"charged as observed ({library})" for library in library_watch.OF}
+OBSERVED = {library: bundle.charged_as_observed([library]) for library in library_watch.OF}
 SHUFFLED = {library: f"{SHUFFLED_BATCHES} ({library})" for library in library_watch.OF}
 UNWATCHED = "privboard: error: privboard submit cannot see every noisy step of this fit: "
 
 
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("plugins")
-    path = folder / "tiny.toml"
-    path.write_text(SUITE.format(methods=json.dumps(
-        TFP_METHODS + (OPACUS_METHODS if HAS_OPACUS else []))))
-    packages = {str(TFP_EXAMPLE): example_metadata(TFP_EXAMPLE),
-                str(HERE): ("privboard-tfp-test", "0.0.1", {"tfp": "tfp_plugin"})}
-    if HAS_OPACUS:
-        packages[str(OPACUS_EXAMPLE)] = example_metadata(OPACUS_EXAMPLE)
-        packages[str(HERE)] = ("privboard-dp-library-tests", "0.0.1",
-                               {"tfp": "tfp_plugin", "opacus": "opacus_variants"})
-    with installed(folder / "site", packages):
+    """A few steps of each method: a run and its audited twin."""
+    methods = TFP_METHODS + (OPACUS_METHODS if HAS_OPACUS else [])
+    with installed_suite(tmp_path_factory.mktemp("plugins"),
+                         'name = "tiny-dp-libraries"\n' + digits_block(methods),
+                         dp_library_packages()) as path:
         yield path
 
 
@@ -405,7 +385,7 @@ def test_charges_for_more_steps_than_the_watch_saw_are_not_charged_as_observed()
     """A fit whose own DP-SGD charges count steps that no watched library ran (noise
     added by its own code beside Opacus) is self-accounted, not charged as observed."""
     from benchmarks.privacy import Ledger, SampledGaussian, records
-    from benchmarks.submit import covered
+    from benchmarks.submission.submit import covered
 
     ran = library_watch.Ran(collections.Counter({library_watch.Setting(
         library_watch.OPACUS, 1.0, 1.0, 64, 64, 0.25): 8}))

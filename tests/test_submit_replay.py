@@ -13,9 +13,9 @@ import re
 import numpy as np
 import pytest
 
-from benchmarks import bundle, contract_checks
+from benchmarks.submission import bundle, contract_checks
 from benchmarks.cli import main
-from benchmarks.ledger_watch import watch
+from benchmarks.submission.ledger_watch import watch
 from benchmarks.privacy import Ledger, noise_checks, records
 from benchmarks.privacy.erm_noise import objective_perturbation_noise
 from plugins.installed import EXAMPLE, HERE, example_metadata, installed_suite, submit

@@ -3,7 +3,6 @@ retried then recorded as failed, and a cache entry that cells side by side want 
 once. Its records equal one worker's: tests/test_smoke_suite.py."""
 from __future__ import annotations
 
-import collections
 import contextlib
 import dataclasses
 import json
@@ -22,7 +21,7 @@ from benchmarks import datasets, runner
 from benchmarks.cli import main
 from benchmarks.records import read_records
 from benchmarks.suites import load_suite
-from benchmarks.worker_pool import WorkerPool, next_cell
+from benchmarks.worker_pool import WorkerPool
 from test_runner import finished, write_suite  # the runner tests' 4-cell suite
 
 
@@ -119,13 +118,3 @@ def test_two_processes_asking_for_one_cache_entry_train_it_once(tmp_path):
         process.join()
     assert cached == [False, True]
     assert len(list((tmp_path / "cache" / "encoders").glob("*.npz"))) == 1
-
-
-def test_cells_sharing_a_cached_model_start_side_by_side_only_when_nothing_else_is_left():
-    quick = load_suite("quick")
-    pate = [c for c in quick.cells if c.method.startswith("pate") and not c.audit]
-    other = next(c for c in quick.cells if c.method == "dp-sgd")
-    todo = collections.deque([(pate[1], 0), (other, 0), (pate[2], 0)])
-    assert next_cell(todo, [pate[0]]) == (other, 0)  # the teachers are training
-    assert next_cell(todo, [pate[0]]) == (pate[1], 0)  # nothing else: it waits for them
-    assert next_cell(todo, [other]) == (pate[2], 0)

@@ -54,16 +54,33 @@
   });
 
   // The ranking shows one dataset and one privacy family at a time, picked with two rows
-  // of tabs; a dataset lacking the picked family shows its first one. The lines past the
-  // first few of a ranking fold under a button. Without the script, everything shows.
+  // of tabs; a dataset lacking the picked family shows its first one. The picked tabs
+  // are kept in the address (#fashion-mnist/full-dp), so a link opens on them; the
+  // address of a dataset's section (#rank-mnist) opens on that dataset. The lines past
+  // the first few of a ranking fold under a button. Without the script, everything shows.
   var picker = document.getElementById("ranking-picker");
   var panels = document.querySelectorAll("section.dataset-ranking");
   if (picker && panels.length) {
     var datasetTabs = picker.querySelectorAll("button[data-dataset]");
     var familyTabs = picker.querySelectorAll("button[data-family]");
     var state = { dataset: panels[0].getAttribute("data-dataset"), family: "" };
-    var show = function () {
-      var panel = document.getElementById("rank-" + state.dataset);
+    var panelOf = function (dataset) {
+      return Array.prototype.filter.call(panels, function (panel) {
+        return panel.getAttribute("data-dataset") === dataset;
+      })[0];
+    };
+    var read = function () {
+      var wanted = decodeURIComponent(window.location.hash.slice(1));
+      var parts = wanted.replace(/^rank-/, "").split("/");
+      if (panelOf(parts[0])) {
+        state.dataset = parts[0];
+        state.family = parts[1] || state.family;
+        return true;
+      }
+      return false;
+    };
+    var show = function (keep) {
+      var panel = panelOf(state.dataset);
       var families = panel.getAttribute("data-families").split(" ");
       if (families.indexOf(state.family) < 0) {
         state.family = families[0];
@@ -82,25 +99,28 @@
         tab.disabled = families.indexOf(family) < 0;
         tab.setAttribute("aria-selected", String(family === state.family));
       });
+      if (keep) {  // replaceState: no jump, and no history entry per click
+        window.history.replaceState(null, "", "#" + state.dataset + "/" + state.family);
+      }
     };
     Array.prototype.forEach.call(datasetTabs, function (tab) {
       tab.addEventListener("click", function () {
         state.dataset = tab.getAttribute("data-dataset");
-        show();
+        show(true);
       });
     });
     Array.prototype.forEach.call(familyTabs, function (tab) {
       tab.addEventListener("click", function () {
         state.family = tab.getAttribute("data-family");
-        show();
+        show(true);
       });
     });
-    var wanted = window.location.hash.slice(1);
-    Array.prototype.forEach.call(panels, function (panel) {
-      if (panel.id === wanted) {
-        state.dataset = panel.getAttribute("data-dataset");
+    window.addEventListener("hashchange", function () {
+      if (read()) {
+        show(false);
       }
     });
+    read();
     Array.prototype.forEach.call(document.querySelectorAll("tbody.more"), function (more) {
       var button = document.createElement("button");
       button.type = "button";
@@ -115,7 +135,7 @@
       more.parentNode.parentNode.appendChild(button);
     });
     picker.hidden = false;
-    show();
+    show(false);
   }
 
   // The filter shows the lines whose notion scope (data-scope) is ticked and says how

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib.util
 import io
+import json
 import sys
 import tomllib
 from pathlib import Path
@@ -23,6 +25,9 @@ EXAMPLE = ROOT / "examples" / "uniform-rr-plugin"
 OPACUS_EXAMPLE = ROOT / "examples" / "opacus-plugin"
 TFP_EXAMPLE = ROOT / "examples" / "tfp-keras-plugin"
 HERE = Path(__file__).resolve().parent
+HAS_OPACUS = importlib.util.find_spec("opacus") is not None
+needs_opacus = pytest.mark.skipif(
+    not HAS_OPACUS, reason="needs PyTorch and Opacus: pip install -e '.[opacus]'")
 
 
 def dist_info(site: Path, name: str, version: str, entry_points: dict[str, str]) -> None:
@@ -41,6 +46,24 @@ def example_metadata(example: Path = EXAMPLE) -> tuple[str, str, dict[str, str]]
     project = tomllib.loads((example / "pyproject.toml").read_text())["project"]
     return (project["name"], project["version"],
             project["entry-points"][registry.ENTRY_POINT_GROUP])
+
+
+def dp_library_packages() -> dict[str, tuple[str, str, dict[str, str]]]:
+    """The two DP-library examples and their variants (tests/plugins/tfp_plugin and
+    opacus_variants), as ``installed`` takes them: Opacus' only where it is installed."""
+    variants = {"tfp": "tfp_plugin", **({"opacus": "opacus_variants"} if HAS_OPACUS else {})}
+    packages = {str(TFP_EXAMPLE): example_metadata(TFP_EXAMPLE),
+                str(HERE): ("privboard-dp-library-tests", "0.0.1", variants)}
+    if HAS_OPACUS:
+        packages[str(OPACUS_EXAMPLE)] = example_metadata(OPACUS_EXAMPLE)
+    return packages
+
+
+def digits_block(methods: list[str], hparams: str = "{epochs = 2}") -> str:
+    """A suite block of ``methods`` on digits at (1, 1e-5), one seed (a run and its
+    audited twin each), with the settings ``hparams`` (a TOML inline table)."""
+    return (f'[[block]]\ndatasets = ["digits"]\nmethods = {json.dumps(methods)}\n'
+            f'epsilons = [1]\ndelta = 1e-5\nseeds = [0]\nhparams = {hparams}\n')
 
 
 @contextlib.contextmanager

@@ -60,13 +60,14 @@ class KerasDPSGD(Method):
         self.fit_with(optimizer, x, y, batch, self.hparams["epochs"])
 
     def fit_with(self, optimizer: Any, x: np.ndarray, y: np.ndarray, batch: int,
-                 epochs: int) -> None:
-        """Keras' fit, with the per-example loss tensorflow-privacy's optimizer clips."""
+                 epochs: int, **fit_args: Any) -> None:
+        """Keras' fit (with ``fit_args``), on the per-example losses tensorflow-privacy's
+        optimizer clips."""
         import tensorflow as tf
 
         self.model.compile(optimizer=optimizer, loss=tf.keras.losses.SparseCategoricalCrossentropy(
             from_logits=True, reduction=tf.keras.losses.Reduction.NONE))
-        self.model.fit(x, y, batch_size=batch, epochs=epochs, verbose=0)
+        self.model.fit(x, y, batch_size=batch, epochs=epochs, verbose=0, **fit_args)
 
     def predict_proba(self, x: np.ndarray) -> np.ndarray:
         import tensorflow as tf

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from benchmarks.contract import Split
-from benchmarks.contract_checks import TINY_TRAIN
+from benchmarks.submission.contract_checks import TINY_TRAIN
 from benchmarks.privacy import Ledger, PureEpsilon, Total, labels
 from benchmarks.privacy.randomizers import randomized_response
 from uniform_rr_plugin import UniformRRNeighbours

@@ -4,7 +4,10 @@ shuffled batches and with ghost clipping, and each of the ways a method can run 
 than it charges that ``privboard submit`` must refuse: a quarter of the noise it charges,
 no charge at all, larger batches than make_private was given, batches accumulated over
 skipped steps, an adjusted noise multiplier, a subclass that adds its own noise, a hook
-that takes the noise out."""
+that takes the noise out; an honest fit on BatchMemoryManager's virtual steps, and two
+that publish a model trained beside their honest, charged fit (a second network without
+DP, the last layer re-fitted on the true labels), which only the replay of their noisy
+steps refuses."""
 from __future__ import annotations
 
 from typing import ClassVar
@@ -12,11 +15,12 @@ from typing import ClassVar
 import torch
 from opacus import PrivacyEngine
 from opacus.optimizers import DPOptimizer
+from opacus.utils.batch_memory_manager import BatchMemoryManager
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from benchmarks.contract import Split
-from benchmarks.contract_checks import TINY_TRAIN
+from benchmarks.submission.contract_checks import TINY_TRAIN
 from benchmarks.privacy import SampledGaussian, records
 from benchmarks.privacy.dp_sgd import noise_multiplier_for
 from opacus_plugin import OpacusMLP
@@ -218,3 +222,59 @@ class OpacusDenoised(OpacusTrained):
                 p.grad = p.summed_grad.view_as(p) / optimizer.expected_batch_size
         optimizer.attach_step_hook(denoise)
         self.epochs(model, optimizer, loader, self.hparams["epochs"])
+
+
+class OpacusVirtualSteps(OpacusTrained):
+    """Honest: make_private's Poisson batches, each split by BatchMemoryManager into
+    physical batches of at most 16 examples, one noisy step per Poisson batch."""
+
+    name = "opacus-virtual-steps-mlp"
+
+    def train(self, loader: DataLoader, data: TensorDataset, sigma: float) -> None:
+        model, optimizer, loader = self.private(loader, sigma)
+        for _ in range(self.hparams["epochs"]):
+            with BatchMemoryManager(data_loader=loader, max_physical_batch_size=16,
+                                    optimizer=optimizer) as physical:
+                self.epochs(model, optimizer, physical, 1)
+
+
+def plain_steps(model: nn.Module, data: TensorDataset, learning_rate: float,
+                steps: int) -> None:
+    """Full-batch gradient descent of ``model`` on ``data``, without DP."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=learning_rate)
+    for _ in range(steps):
+        optimizer.zero_grad()
+        nn.functional.cross_entropy(model(data.tensors[0]), data.tensors[1]).backward()
+        optimizer.step()
+
+
+class OpacusBesideAPlainModel(OpacusTrained):
+    """Broken on purpose: an honest, charged make_private fit, and the predictions of a
+    second network of the same shape trained without DP on the same records."""
+
+    name = "opacus-beside-plain-mlp"
+
+    def train(self, loader: DataLoader, data: TensorDataset, sigma: float) -> None:
+        super().train(loader, data, sigma)
+        hidden, classes = self.model[0].out_features, self.model[2].out_features
+        self.model = nn.Sequential(nn.Linear(data.tensors[0].shape[1], hidden), nn.ReLU(),
+                                   nn.Linear(hidden, classes))
+        plain_steps(self.model, data, self.hparams["learning_rate"], 20)
+
+
+class OpacusLastLayerRefitted(OpacusTrained):
+    """Broken on purpose: an honest, charged make_private fit, then its last layer
+    re-fitted without DP on the true labels of the training records."""
+
+    name = "opacus-refit-head-mlp"
+
+    def train(self, loader: DataLoader, data: TensorDataset, sigma: float) -> None:
+        super().train(loader, data, sigma)
+        with torch.no_grad():
+            features = self.model[:-1](data.tensors[0])
+        last = self.model[-1]
+        head = nn.Linear(last.in_features, last.out_features)  # without Opacus' hooks
+        head.load_state_dict(last.state_dict())
+        plain_steps(head, TensorDataset(features, data.tensors[1]),
+                    self.hparams["learning_rate"], 20)
+        self.model[-1] = head

@@ -4,10 +4,11 @@ its privacy claim checked.
 The method is one an installed package registered through the ``privboard.methods``
 entry point. The command
 
-1. runs the method contract on the tiny data (benchmarks.contract_checks, the checks the
-   tests run on privboard's own methods), the replay check among them: a method whose
-   mechanisms the privacy layer runs is refitted on altered private data with the first
-   fit's releases handed back, and must predict exactly as before;
+1. runs the method contract on the tiny data (contract_checks, the checks the tests run
+   on privboard's own methods), the replay check among them: the method is refitted on
+   altered private data with the first fit's releases of the privacy layer and the noisy
+   gradients of its watched DP libraries' steps handed back (library_replay), and must
+   predict exactly as before;
 2. runs the suite's cells of the method (or, for a suite that names it nowhere, such as
    one of ours, the method with its defaults on the suite's datasets, epsilons and
    seeds), and an audited twin of each private configuration (benchmarks.audit.training:
@@ -15,20 +16,21 @@ entry point. The command
    release too where the privacy layer's mechanisms released the canaries);
 3. checks each record: the run finished, its epsilon is what its ledger's charges
    compose to, every mechanism of the privacy layer it ran charged the run's ledger
-   (benchmarks.ledger_watch), what the known outside DP libraries ran (Opacus,
-   tensorflow-privacy; benchmarks.library_watch) composes to no more than the record's
+   (ledger_watch), what the known outside DP libraries ran (Opacus,
+   tensorflow-privacy; library_watch) composes to no more than the record's
    epsilon, with the noise they added as their noise multiplier says, and no audit's
    bound exceeds the claim;
-4. writes a bundle (benchmarks.bundle) with the records, the checks, the environment and
-   the digests of the package's source files, and says whether the method is charged by
-   construction (every charge made by the layer's mechanisms), charged as observed (its
-   own charges are sampled Gaussians and a watched library's steps, as many as they
-   charge, were composed against them in every cell that made one) or self-accounted;
+4. writes a bundle (bundle) with the records, the checks, the environment and the
+   digests of the package's source files, and says whether the method is charged by
+   construction (every charge made by the layer's mechanisms), charged as observed and
+   replayed (its own charges are sampled Gaussians and a watched library's steps, as
+   many as they charge, were composed against them in every cell that made one, and
+   the replay check handed back those steps' noisy gradients) or self-accounted;
    and, of a run whose watched steps ran on shuffled batches, that they were accounted as
    Poisson samples with no proven bound (the record says so too).
 
 A noisy step that the watch of the libraries cannot see stops it with one line, as bad
-input does (benchmarks.library_watch.Unwatched).
+input does (library_watch.Unwatched).
 
 The statistical checks of one submission are judged together at the family-wise level
 of benchmarks.audit.levels (5%): its audited twins share most of it equally, each
@@ -48,11 +50,12 @@ from typing import Any
 
 from tqdm import tqdm
 
-from benchmarks import bundle, contract_checks, datasets, library_watch, registry, runner
+from benchmarks import datasets, registry, runner
 from benchmarks.audit import levels
+from benchmarks.submission import bundle, contract_checks, library_watch
 from benchmarks.contract import Method
 from benchmarks.errors import InputError, one_line
-from benchmarks.ledger_watch import watch
+from benchmarks.submission.ledger_watch import watch
 from benchmarks.privacy import Ledger, SampledGaussian
 from benchmarks.records import SAMPLING, SHUFFLED_BATCHES, RunRecord
 from benchmarks.suites import Cell, Suite, load_suite, parse_seeds
@@ -126,11 +129,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         print("the method breaks the contract: its suite was not run")
     failed = [check for check in checks if not check.passed]
-    accounting = bundle.NOT_RUN if not records else (
-        bundle.by_construction(contract_checks.not_replayed(fitted)) if not own_charges else
-        bundle.charged_as_observed(observed) if observed else bundle.SELF_ACCOUNTED)
-    if accounting != bundle.SELF_ACCOUNTED and any(record.no_proven_bound for record in records):
-        accounting = bundle.shuffled_batches(observed or [])  # never charged as observed
+    accounting = bundle.NOT_RUN if not records else accounting_of(
+        own_charges, observed, contract_checks.replayed_libraries(fitted),
+        contract_checks.not_replayed(fitted),
+        shuffled=any(record.no_proven_bound for record in records))
     bundle.write(args.out, {
         "method": method.name, "plugin": dataclasses.asdict(plugin),
         "source": bundle.source_digests(_package_dir(plugin)),
@@ -148,6 +150,25 @@ def run(args: argparse.Namespace) -> int:
     print(f"submission passed: all {len(checks)} checks held; {accounting}. Show it "
           f"beside the archive with: privboard report --results {args.out}")
     return 0
+
+
+def accounting_of(own_charges: list[str], observed: list[str] | None, replayed: list[str],
+                  not_replayed: str, shuffled: bool) -> str:
+    """The mark of a submission whose suite ran: charged by construction (or not
+    replayed, naming the releases that could not be) when it charged nothing itself;
+    charged as observed and replayed when the own charges of every cell were covered by
+    the steps of the ``observed`` watched libraries, and the contract's replay check
+    handed back the noisy steps of each (``replayed``); else self-accounted. Runs on
+    ``shuffled`` batches make any mark but self-accounted the one of shuffled batches."""
+    if not own_charges:
+        accounting = bundle.by_construction(not_replayed)
+    elif observed and set(observed) <= set(replayed):
+        accounting = bundle.charged_as_observed(observed)
+    else:
+        return bundle.SELF_ACCOUNTED
+    if shuffled:
+        return bundle.shuffled_batches(observed or [])  # never charged as observed
+    return accounting
 
 
 def cells_of(suite: Suite, method: type[Method]) -> list[Cell]:

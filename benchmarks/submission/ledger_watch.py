@@ -9,7 +9,7 @@ the method's word for noise it added itself: a run with one is self-accounted, a
 an audit can check it.
 
 ``watch`` wraps the two class attributes for the length of a block and restores them,
-and watches the steps of the known outside DP libraries (benchmarks.library_watch). The
+and watches the steps of the known outside DP libraries (library_watch). The
 noise checks of an audit (benchmarks.audit), which rerun a mechanism on probes with
 ledgers of their own (benchmarks.privacy.noise_checks), are not calls of the fit; the
 same checks run from a method's code are.
@@ -21,7 +21,7 @@ import dataclasses
 import sys
 from typing import Any, Iterator
 
-from benchmarks import library_watch
+from benchmarks.submission import library_replay, library_watch
 from benchmarks.privacy import noise_checks
 from benchmarks.privacy.ledger import Ledger
 
@@ -57,7 +57,9 @@ class Seen:
 
 
 @contextlib.contextmanager
-def watch() -> Iterator[Seen]:
+def watch(tape: library_replay.Steps | None = None) -> Iterator[Seen]:
+    """What the block ran of the layer and of the watched DP libraries, whose noisy
+    gradients are recorded onto ``tape`` or handed back from it (library_watch.watch)."""
     seen = Seen()
     of, charge = Ledger.__dict__["of"], Ledger.__dict__["charge"]
     check_ledger, probing = noise_checks.check_ledger, False
@@ -83,7 +85,7 @@ def watch() -> Iterator[Seen]:
     Ledger.of, Ledger.charge = staticmethod(watched_of), watched_charge
     noise_checks.check_ledger = unwatched_probes
     try:
-        with library_watch.watch() as seen.library:
+        with library_watch.watch(tape) as seen.library:
             yield seen
     finally:
         Ledger.of, Ledger.charge = of, charge

@@ -2,11 +2,13 @@
 BUNDLE`` renders beside the archive. One folder:
 
 - ``submission.json``: the method, the package that registered it and the sha256 digest
-  of each of that package's source files; whether the method is charged by construction
+  of each of that package's source files; its accounting mark: charged by construction
   (every charge on its ledgers made by the privacy layer's mechanisms, and its whole fit
-  replayed), not replayed where a release could not be, or self-accounted (it charged
-  noise of its own, which only its audit checks); every check with its
-  outcome; the environment of the run; and the sha256 digest of each record file;
+  replayed), not replayed where a release could not be, charged as observed and replayed
+  (its own DP-SGD charges cover the steps of a watched library, and its fit replayed from
+  their noisy gradients), or self-accounted (it charged noise of its own, which only its
+  audit checks); every check with its outcome; the environment of the run; and the
+  sha256 digest of each record file;
 - the public part of each record, runs and audited twins, one JSON file per cell (as in
   the archive: never the private diagnostics), and ``catalogue.json``;
 - ``private/``: each cell's private diagnostics, for the submitter alone. No report reads
@@ -14,9 +16,9 @@ BUNDLE`` renders beside the archive. One folder:
 
 It is written whole into a staging folder and swapped in, so a failure or a kill leaves
 the previous bundle or nothing, never a part. Loading refuses a bundle with a failed
-check, one whose files do not match their digests, and one whose records contradict its
-checks (a failed run, an audit above its claim, a record on shuffled batches under any
-other mark). A method whose DP-SGD steps in a watched library took shuffled batches is
+check, one whose files do not match their digests, one whose mark is none of these, and
+one whose records contradict its checks (a failed run, an audit above its claim, a
+record on shuffled batches under any other mark). A method whose DP-SGD steps in a watched library took shuffled batches is
 never charged as observed: its mark, and its records', say that they were accounted as
 Poisson with no proven bound.
 """
@@ -40,20 +42,21 @@ SCHEMA = 1
 CHARGED_BY_CONSTRUCTION = "charged by construction"
 SELF_ACCOUNTED = "self-accounted"
 NOT_RUN = "not run"  # the method broke the contract: its suite did not run
-CHARGED_AS_OBSERVED = "charged as observed"
+CHARGED_AS_OBSERVED = "charged as observed and replayed"
 NOT_REPLAYED = "charged by the privacy layer, not replayed"
 
 
 def by_construction(not_replayed: str) -> str:
     """The mark of a method whose every charge the privacy layer's mechanisms made:
     charged by construction when the replay check replayed its whole fit, else the
-    releases that it could not replay, named (benchmarks.contract_checks.not_replayed)."""
+    releases that it could not replay, named (contract_checks.not_replayed)."""
     return f"{NOT_REPLAYED}: {not_replayed}" if not_replayed else CHARGED_BY_CONSTRUCTION
 
 
 def charged_as_observed(libraries: list[str]) -> str:
     """The mark of a method whose own charges were checked against the steps that the
-    watched DP libraries were seen to run (benchmarks.library_watch)."""
+    watched DP libraries were seen to run (library_watch), and whose fit was replayed
+    from those steps' noisy gradients (library_replay)."""
     return f"{CHARGED_AS_OBSERVED} ({', '.join(libraries)})"
 
 
@@ -66,12 +69,22 @@ def accounting_note(accounting: str) -> str:
                 "Implementations?\", ICML 2024)")
     if accounting.startswith(CHARGED_AS_OBSERVED):
         return ("its own DP-SGD charges cover every noisy step the library was seen to "
-                "run, with the noise it added as its noise multiplier says")
+                "run, with the noise it added as its noise multiplier says, and its fit "
+                "replayed on altered private data from those steps' noisy gradients "
+                "predicted exactly as before")
     if accounting.startswith(NOT_REPLAYED):
         return ("every charge made by the privacy layer's mechanisms, but the releases "
                 "named could not be replayed: what the fit read beside the layer on the "
                 "data they read is checked by its audit alone")
     return "every charge made by the privacy layer's mechanisms"
+
+
+def is_mark(accounting: Any) -> bool:
+    """Whether ``accounting`` is a mark that submit gives a submission that runs."""
+    return isinstance(accounting, str) and (
+        accounting in (CHARGED_BY_CONSTRUCTION, SELF_ACCOUNTED, SHUFFLED_BATCHES)
+        or accounting.startswith((f"{NOT_REPLAYED}: ", f"{CHARGED_AS_OBSERVED} (",
+                                  f"{SHUFFLED_BATCHES} (")))
 
 
 def shuffled_batches(libraries: list[str]) -> str:
@@ -172,8 +185,13 @@ def load(folder: Path) -> Submission:
 
 
 def _check_records(folder: Path, manifest: dict[str, Any], records: list[RunRecord]) -> None:
-    """What the records show themselves must agree with the checks that passed."""
+    """What the records show themselves must agree with the checks that passed and with
+    the mark."""
     method = manifest["method"]
+    if not is_mark(manifest.get("accounting")):
+        raise BundleError(f"bundle {folder} is refused: its accounting mark "
+                          f"{manifest.get('accounting')!r} is none that privboard submit "
+                          f"gives")
     for record in records:
         if record.method != method:
             raise BundleError(f"bundle {folder} is refused: {record.path} is a record of "
@@ -184,7 +202,7 @@ def _check_records(folder: Path, manifest: dict[str, Any], records: list[RunReco
         if record.is_audit and record.audit.get("flagged", True):
             raise BundleError(f"bundle {folder} is refused: the audit {record.path} "
                               f"exceeds its claim")
-        if record.no_proven_bound and not manifest.get("accounting", "").startswith(
+        if record.no_proven_bound and not manifest["accounting"].startswith(
                 (SHUFFLED_BATCHES, SELF_ACCOUNTED)):
             raise BundleError(f"bundle {folder} is refused: {record.path} ran on shuffled "
                               f"batches, but the submission says {manifest.get('accounting')}")

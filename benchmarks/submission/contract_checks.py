@@ -6,10 +6,11 @@ run can honour, fits a tiny dataset of its task deterministically for a fixed se
 predicts probabilities, and its privacy is what its ledger composes: within the budget,
 of the kind its notion declares, with every mechanism of the privacy layer charged to the
 run's ledger, covering every step the known outside DP libraries were seen to run
-(benchmarks.library_watch), with no influence from any data that no charge covers, and
-with its model a function of what the layer released alone: refitted on altered private
-data while the layer hands back the first fit's releases (benchmarks.privacy.replay), it
-predicts exactly as before.
+(library_watch), with no influence from any data that no charge covers, and with its
+model a function of what the layer and the watched libraries released alone: refitted on
+altered private data while the layer hands back the first fit's releases
+(benchmarks.privacy.replay) and the libraries' noisy steps the first fit's noisy
+gradients (library_replay), it predicts exactly as before.
 
 Each check returns nothing (or a line saying what it found, when that is worth keeping)
 when it holds and raises ContractBreach, one line with the figure that failed, when it
@@ -25,10 +26,11 @@ from typing import Callable
 
 import numpy as np
 
-from benchmarks import datasets, library_watch
+from benchmarks import datasets
+from benchmarks.submission import library_replay, library_watch
 from benchmarks.contract import Budget, Method, Split
 from benchmarks.errors import InputError, public_error
-from benchmarks.ledger_watch import Seen, watch
+from benchmarks.submission.ledger_watch import Seen, watch
 from benchmarks.privacy import Accountant, Kind, Neighbours, PrivacyNotion, Protects, rdp, replay
 
 TINY_TRAIN, TINY_TEST = 240, 60
@@ -59,6 +61,7 @@ class Fitted:
     train: Split
     seen: Seen  # the layer's mechanisms the fit ran, and who charged its ledger
     tape: replay.Tape  # the layer's releases and charges in the fit, in order
+    steps: library_replay.Steps  # the noisy gradients of the watched libraries' steps
     seconds: float  # the fit's time, from making the method to its predictions
 
 
@@ -94,10 +97,12 @@ def budget_for(method: type[Method]) -> Budget | None:
 
 
 def fit(method: type[Method], seed: int = SEED, train: Split | None = None,
-        releases: replay.Tape | None = None) -> Fitted:
+        releases: replay.Tape | None = None, steps: library_replay.Steps | None = None
+        ) -> Fitted:
     """Fit on the tiny data as the runner would: a method that takes public inputs gets
-    the leading test inputs and is evaluated on the rest. Its releases are recorded, or,
-    given ``releases``, replayed from them."""
+    the leading test inputs and is evaluated on the rest. Its releases and the noisy
+    gradients of its watched steps are recorded, or, given ``releases`` and ``steps``,
+    replayed from them."""
     task = tiny_task(method)
     tiny_train, test_x, k = tiny_data(task, binary=getattr(method, "binary_only", False))
     budget = budget_for(method)
@@ -106,12 +111,13 @@ def fit(method: type[Method], seed: int = SEED, train: Split | None = None,
     train = tiny_train if train is None else train
     start = time.perf_counter()
     taped = replay.record() if releases is None else replay.replay(releases)
-    with watch() as seen, taped as tape:
+    noisy = library_replay.Steps(recorded=steps)
+    with watch(noisy) as seen, taped as tape:
         m = method(budget, seed=seed, **method.tiny_hparams)
         public = m.public_part(TINY_DATASETS[task], len(test_x))
         m.fit(train, k, **({"public_x": test_x[:public]} if public else {}))
         proba = m.predict_proba(test_x[public:])
-    return Fitted(m, budget, proba, k, len(test_x) - public, train, seen, tape,
+    return Fitted(m, budget, proba, k, len(test_x) - public, train, seen, tape, noisy,
                   time.perf_counter() - start)
 
 
@@ -235,14 +241,19 @@ def check_planned_curve(fitted: Fitted) -> str:
 
 
 def check_deterministic(fitted: Fitted) -> None:
+    """Two fits with one seed predict alike; if not, the line names the likely cause
+    when the fit ran a watched library's steps (library_watch)."""
     again = fit(type(fitted.model), seed=fitted.model.seed).proba
+    cause = fitted.seen.library.likely_nondeterminism()
     if again.shape != fitted.proba.shape:
         raise ContractBreach(f"two fits with seed {fitted.model.seed} predicted shapes "
-                             f"{fitted.proba.shape} and {again.shape}")
+                             f"{fitted.proba.shape} and {again.shape}"
+                             + (f"; {cause}" if cause else ""))
     gap = float(np.max(np.abs(again - fitted.proba), initial=0.0))
     if gap > 1e-6 or not np.array_equal(again.argmax(1), fitted.proba.argmax(1)):
         raise ContractBreach(f"two fits with seed {fitted.model.seed} predicted "
-                             f"probabilities up to {gap:.3g} apart")
+                             f"probabilities up to {gap:.3g} apart"
+                             + (f"; {cause}" if cause else ""))
 
 
 def check_uncharged_data_has_no_influence(fitted: Fitted) -> None:
@@ -273,11 +284,13 @@ def check_uncharged_data_has_no_influence(fitted: Fitted) -> None:
 def check_replays(fitted: Fitted) -> str:
     """Refit with the same seed on altered private data (every label under label-DP,
     every record under full DP, but for the rows a release that cannot be replayed
-    reads), the layer's mechanisms handing back the first fit's releases in order: the
-    refit must make the recorded releases and charges, and every prediction must be
-    exactly the same. A method that reads private data beside the layer fails, on the
-    first prediction that moved or the first release or charge that departed. Returns
-    what was replayed and its time, or why the fit cannot be replayed."""
+    reads), the layer's mechanisms handing back the first fit's releases in order and
+    the watched libraries' noisy steps the first fit's noisy gradients: the refit must
+    make the recorded releases, charges and noisy steps, and every prediction must be
+    exactly the same. A method that reads private data beside the layer or beside its
+    watched steps fails, on the first prediction that moved or the first release,
+    charge or noisy gradient that departed. Returns what was replayed and its time, or
+    why the fit cannot be replayed."""
     m = fitted.model
     notion = m.notion_for(fitted.budget, m.hparams)
     why = not_replayable(fitted, notion)
@@ -285,36 +298,64 @@ def check_replays(fitted: Fitted) -> str:
         return f"not replayable: {why}"
     kept = kept_rows(fitted.tape.not_replayed(), notion, len(fitted.train))
     altered, what = altered_private_data(fitted.train, notion, fitted.num_classes, kept)
-    count = len(fitted.tape.releases) - len(fitted.tape.not_replayed())
-    replayed = f"{count} release{'' if count == 1 else 's'}"
-    leak = f"reads private data beside the layer's releases: with {what} altered"
+    beside = "its watched DP steps" if fitted.steps.gradients else "the layer's releases"
     try:
-        again = fit(type(m), seed=m.seed, train=altered, releases=fitted.tape)
-    except replay.ReplayMismatch as err:
-        raise ContractBreach(f"{leak}, {err}") from None
+        again = fit(type(m), seed=m.seed, train=altered, releases=fitted.tape,
+                    steps=fitted.steps)
+    except (replay.ReplayMismatch, library_replay.StepMismatch) as err:
+        if isinstance(err, library_replay.StepMismatch):  # a library's step, unrecorded
+            beside = "its watched DP steps"
+        raise ContractBreach(f"reads private data beside {beside}: with {what} altered, "
+                             f"{err}") from None
+    leak = f"reads private data beside {beside}: with {what} altered"
     moved = np.flatnonzero(np.any(again.proba != fitted.proba, axis=1))
     if moved.size:
         i = int(moved[0])
         raise ContractBreach(
-            f"{leak} and the {replayed} replayed, the prediction for test input {i} moved "
-            f"from {_rounded(fitted.proba[i])} to {_rounded(again.proba[i])} ({moved.size} "
-            f"of {len(fitted.proba)} moved)")
+            f"{leak} and the {_replayed(fitted)} replayed, the prediction for test input {i} "
+            f"moved from {_rounded(fitted.proba[i])} to {_rounded(again.proba[i])} "
+            f"({moved.size} of {len(fitted.proba)} moved)")
     exempt = not_replayed(fitted)
-    return (f"{replayed} of {', '.join(fitted.tape.mechanisms()) or 'no mechanism'} "
-            f"replayed with {what} altered: identical predictions"
+    return (f"{_replayed(fitted, named=True)} replayed with {what} altered: identical "
+            f"predictions"
             + (f"; not replayed: {exempt}" if exempt else "")
             + f" (the replayed fit took {again.seconds:.1f} s, the fit "
               f"{fitted.seconds:.1f} s)")
 
 
+def _replayed(fitted: Fitted, named: bool = False) -> str:
+    """What the replay hands back, in words: "1 release", "8 noisy steps", or both; with
+    ``named``, of what ("1 release of randomized response", "8 noisy steps of Opacus (24
+    noisy gradients)")."""
+    count = len(fitted.tape.releases) - len(fitted.tape.not_replayed())
+    releases = f"{count} release{'' if count == 1 else 's'}" + (
+        f" of {', '.join(fitted.tape.mechanisms()) or 'no mechanism'}" if named else "")
+    if not fitted.steps.gradients:
+        return releases
+    steps = sum(fitted.seen.library.steps.values())
+    noisy = f"{steps} noisy step{'' if steps == 1 else 's'}" + (
+        f" of {', '.join(fitted.steps.libraries())} ({len(fitted.steps.gradients)} noisy "
+        f"gradients)" if named else "")
+    return f"{releases} and {noisy}" if count else noisy
+
+
+def replayed_libraries(fitted: Fitted) -> list[str]:
+    """The watched libraries whose noisy steps the replay check hands back."""
+    notion = fitted.model.notion_for(fitted.budget, fitted.model.hparams)
+    return [] if not_replayable(fitted, notion) else fitted.steps.libraries()
+
+
 def not_replayable(fitted: Fitted, notion: PrivacyNotion) -> str:
-    """Why the fit's model need not be a function of the layer's releases alone, or ""."""
+    """Why the fit's model need not be a function of the layer's releases and of its
+    watched steps alone, or ""."""
     if not notion.private:
         return "non-private, it claims nothing"
+    if fitted.steps.unrecorded:
+        return f"its watched steps could not be recorded: {fitted.steps.unrecorded[0]}"
     own = fitted.seen.own_charges(fitted.model.ctx.ledger)
-    if own:
+    if own and not fitted.steps.gradients:
         return (f"self-accounted (it charges {', '.join(own)} itself, with noise drawn "
-                f"outside the layer)")
+                f"outside the layer and outside any watched DP library)")
     size = len(fitted.train)
     if kept_rows(fitted.tape.not_replayed(), notion, size).size == size:
         return (f"the {_private_part(notion)} of all {size} examples are read by releases "
@@ -390,7 +431,8 @@ ON_A_FIT: tuple[tuple[str, Callable[[Fitted], None]], ...] = (
     ("is deterministic for a fixed seed", check_deterministic),
     ("gives no influence to data that no charge covers",
      check_uncharged_data_has_no_influence),
-    ("depends on private data only through the privacy layer's releases", check_replays),
+    ("depends on private data only through the privacy layer's releases and its watched "
+     "DP steps", check_replays),
 )
 
 
