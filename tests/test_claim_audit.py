@@ -185,11 +185,12 @@ def test_the_claim_is_rejected_in_at_most_5_percent_of_exact_runs_at_its_noise(s
 
 @pytest.mark.parametrize("sampled", [True, False], ids=["poisson-sampled", "one-gaussian"])
 def test_the_claim_is_rejected_in_most_exact_runs_at_07_times_its_noise(sampled):
-    """Its power at 0.7 sigma with 100,000 canaries, at least the 60% docs/audits.md
-    states (the Poisson-sampled release's binned evidence: 71 of 100 runs, 20 of these
-    30); at 0.5 sigma, every run (of 10)."""
+    """Its power at 0.7 sigma with 100,000 canaries, at least 70% of 30 runs: the
+    Poisson-sampled release's measured 84% (docs/audits.md) gives 21 or more of 30 with
+    probability 98%, and 92% at its interval's lower end, 79%; at 0.5 sigma, every run
+    (of 10)."""
     mechanism = {} if sampled else {"rate": 1.0, "steps": 1}
-    assert rejection_rate(claim(**mechanism), 0.7 * SIGMA, seed=2, **mechanism) >= 0.6
+    assert rejection_rate(claim(**mechanism), 0.7 * SIGMA, seed=2, **mechanism) >= 0.7
     assert rejection_rate(claim(**mechanism), 0.5 * SIGMA, seed=3, runs=10, **mechanism) == 1.0
 
 

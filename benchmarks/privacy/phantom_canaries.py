@@ -32,13 +32,13 @@ claimed with weights made for more). A step in bin b has the log-likelihood rati
 P0, P+ and P- the bin's probabilities under N(0, s^2), N(1, s^2) and N(-1, s^2), q the
 claimed sampling rate. The steps are independent given the coin, so the evidence is
 sum_b N_b l_b: the log-likelihood ratio of the phantom's released sequence read through
-the bins, the most powerful test of its coin from them. The bins are fine enough (half
-the noise wide over +-2 noise widths, wider into the tails) to lose little of the
-log-likelihood ratio of the values themselves, which weighs a step far out in the tail
-(a sampled step that stands out from the noise) much more than the sum of the steps
-does; and its law is exact and cheap, a phantom's counts being multinomial given how
-many steps sampled it, so honest audits can be simulated exactly
-(benchmarks.audit.simulation).
+the bins, the most powerful test of its coin from them. The bins are fine enough (a
+quarter of the noise wide over +-6 noise widths, both sides alike since a replaced
+record moves its step either way) to lose little of the log-likelihood ratio of the
+values themselves, which weighs a step far out in the tail (a sampled step that stands
+out from the noise) much more than the sum of the steps does; and its law is exact and
+cheap, a phantom's counts being multinomial given how many steps sampled it, so honest
+audits can be simulated exactly (benchmarks.audit.simulation).
 
 The noise on the real coordinates is checked against the probes' (``noise_checks``): a
 mechanism that noises the phantoms as charged and its own coordinates less is flagged.
@@ -60,9 +60,10 @@ GRADIENT_NORM = 1e3
 PROBES = 16_384
 
 
-# The bins of a phantom's released values, in units of its mechanism's noise: half a
-# noise wide over +-2, where most values fall, then wider into the tails.
-EDGES = np.array([-6, -4, -3, -2, -1.5, -1, -0.5, 0, 0.5, 1, 1.5, 2, 3, 4, 6], dtype=np.float64)
+# The bins of a phantom's released values, in units of its mechanism's noise: a quarter
+# of a noise wide over +-6, then one noise wide to +-8 (half a noise wide, and coarser
+# from 2 on, cost the claim test a sixth of its power: docs/audits.md).
+EDGES = np.concatenate([[-8.0, -7.0], np.linspace(-6.0, 6.0, 49), [7.0, 8.0]])
 BINS = len(EDGES) + 1
 # A phantom's count per bin fits in this type: a mechanism releases at most its maximum.
 _COUNT = np.uint16
@@ -204,7 +205,8 @@ class PhantomCanaries:
                 continue
             weights = bin_log_ratios(release.noise * EDGES, release.sampling_rate, scale,
                                      self.neighbours)
-            total += weights @ release.counts
+            for weight, counts in zip(weights, release.counts):  # no float copy of them all
+                total += weight * counts
         return total
 
     def noise_checks(self) -> list[NoiseCheck]:
