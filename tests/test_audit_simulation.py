@@ -57,6 +57,26 @@ def test_the_simulated_sums_have_the_law_of_the_release_step_by_step(neighbours)
     assert b.real_values == a.real_values
 
 
+@pytest.mark.parametrize("way", [simulation.each_draw, simulation.bin_by_bin,
+                                 simulation.multinomial],
+                         ids=["each-draw", "bin-by-bin", "the-first-bin-by-bin-the-rest-each"])
+def test_every_way_of_drawing_the_counts_has_the_multinomial_law(way):
+    """Each column's counts sum to its draws, a bin of probability 0 gets none, and the
+    10 outcomes of 3 draws over the other 3 bins come up as often as the multinomial's
+    probabilities say (chi-squared). ``multinomial`` draws the first bin (1.74 expected
+    draws a column) bin by bin and the others (fewer than one) draw by draw."""
+    p = np.array([0.6, 0.0, 0.25, 0.15])
+    draws = np.repeat([0, 1, 3], [1_000, 1_000, 50_000])
+    counts = way(np.random.default_rng(0), draws, p)
+    assert counts.shape == (len(p), len(draws)) and np.array_equal(counts.sum(0), draws)
+    assert not counts[1].any()
+    outcomes, found = np.unique(counts[:, draws == 3].T, axis=0, return_counts=True)
+    assert len(outcomes) == 10
+    expected = stats.multinomial.pmf(outcomes, 3, p) * found.sum()
+    assert stats.chisquare(found, expected).pvalue > 1e-3
+    assert np.mean(counts[:, draws == 1], axis=1) == pytest.approx(p, abs=0.05)
+
+
 @functools.cache
 def small_claim() -> ClaimedProfile:
     ledger = Ledger()

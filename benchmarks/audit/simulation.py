@@ -85,8 +85,38 @@ def noise_squares(rng: np.random.Generator, release: GaussianRelease,
 
 def multinomial(rng: np.random.Generator, draws: np.ndarray, p: np.ndarray) -> np.ndarray:
     """One multinomial of ``draws[i]`` draws over the probabilities ``p`` per column i,
-    (bins, columns): bin by bin, each a binomial of the draws left at its share of the
-    probability left."""
+    (bins, columns), exactly, each bin the cheaper way: the bins that expect less than
+    one draw a column (the tails, or every bin of a sampled phantom's few steps) by each
+    draw's bin, the others bin by bin, after a binomial per column splits its draws
+    between the two."""
+    rare = p * draws.mean() < 1
+    if rare.all():
+        return each_draw(rng, draws, p)
+    if not rare.any():
+        return bin_by_bin(rng, draws, p)
+    counts = np.empty((len(p), len(draws)), np.uint16)
+    to_rare = rng.binomial(draws, p[rare].sum() / p.sum())
+    counts[rare] = each_draw(rng, to_rare, p[rare])
+    counts[~rare] = bin_by_bin(rng, draws - to_rare, p[~rare] / p[~rare].sum())
+    return counts
+
+
+def each_draw(rng: np.random.Generator, draws: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """``multinomial`` by drawing each draw's bin: a uniform read through the cumulative
+    probabilities (``p`` need not sum to 1), counted per column."""
+    columns = np.repeat(np.arange(len(draws), dtype=np.int32), draws)
+    cumulative = np.cumsum(p)
+    bins = np.searchsorted(cumulative[:-1], cumulative[-1] * rng.random(len(columns)),
+                           side="right")
+    bins *= len(draws)
+    bins += columns
+    return np.bincount(bins, minlength=len(p) * len(draws)).reshape(
+        len(p), len(draws)).astype(np.uint16)
+
+
+def bin_by_bin(rng: np.random.Generator, draws: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """``multinomial`` bin by bin: each bin's count a binomial of the draws left at its
+    share of the probability left (``p`` sums to 1)."""
     counts = np.zeros((len(p), len(draws)), np.uint16)
     left, rest = draws.astype(np.int64), 1.0
     for b, share in enumerate(p[:-1]):
