@@ -61,8 +61,8 @@ PROBES = 16_384
 
 
 # The bins of a phantom's released values, in units of its mechanism's noise: a quarter
-# of a noise wide over +-6, then one noise wide to +-8 (half a noise wide, and coarser
-# from 2 on, cost the claim test a sixth of its power: docs/audits.md).
+# of a noise wide over +-6, then one noise wide to +-8 (docs/audits.md measures the
+# claim test's power with them, coarser and finer bins).
 EDGES = np.concatenate([[-8.0, -7.0], np.linspace(-6.0, 6.0, 49), [7.0, 8.0]])
 BINS = len(EDGES) + 1
 # A phantom's count per bin fits in this type: a mechanism releases at most its maximum.
