@@ -1,17 +1,22 @@
 """Audited epsilons beside the claimed ones: each configuration's audited twin (trained
-once with canaries, benchmarks.audit.training) gives two 95% lower bounds: at the release
+once with canaries, benchmarks.audit.training) gives two lower bounds: at the release
 (what the privacy layer's mechanisms released for the canaries) and from the model (its
 predictions on them). A Gaussian release's twin also tests its claimed trade-off curve
 (benchmarks.audit.claim_audit): the verdict, and the empirical epsilon of the claim's
 family at the run's delta. A configuration is flagged when either bound exceeds its
-claim, the claimed curve is rejected, or a noise check fails. Audits never count towards
-the accuracy columns; they add columns."""
+claim, the claimed curve is rejected, or a noise check fails, each test at its share of
+the verdict's family-wise level: every record is judged here from its counts and
+p-values (benchmarks.audit.levels.judge), those audited before the levels were split
+too. Audits never count towards the accuracy columns; they add columns."""
 from __future__ import annotations
 
 import pandas as pd
 
-AUDIT_COLUMNS = ["audited_epsilon", "audit_ceiling", "audit_flagged", "audit_canaries",
-                 "audit_guesses", "audit_correct", "release_epsilon", "release_ceiling",
+from benchmarks.audit import levels
+
+AUDIT_COLUMNS = ["audited_epsilon", "audit_ceiling", "audit_flagged", "audit_level",
+                 "audit_confidence", "audit_canaries", "audit_guesses", "audit_correct",
+                 "release_epsilon", "release_ceiling", "release_confidence",
                  "release_guesses", "release_correct", "release_where", "release_canaries",
                  "release_observed", "claim_rejected", "claim_epsilon", "empirical_epsilon",
                  "claim_canaries", "claim_guesses", "claim_correct", "claim_confidence",
@@ -25,14 +30,9 @@ def attach_audits(rows: pd.DataFrame, audits: pd.DataFrame, runs: pd.DataFrame) 
     whether it exceeds the claimed epsilon, and the audit's time over the mean time of
     the configuration's own ok runs (the audit's overhead), each counted cold."""
     ok = audits[audits["status"] == "ok"]
-    found = pd.DataFrame([{
-        "cell": record.config_id, "audited_epsilon": record.audit["epsilon_lower_bound"],
-        "audit_ceiling": record.audit["ceiling"], "audit_flagged": record.audit["flagged"],
-        "audit_canaries": record.audit["canaries"], "audit_guesses": record.audit["guesses"],
-        "audit_correct": record.audit["correct"], **_release(record.audit),
-        **_noise_checks(record.audit),
-        "audit_seconds": record.cold_wall_time_s}
-        for record in ok["record"]], columns=["cell", *AUDIT_COLUMNS[:-1]])
+    found = pd.DataFrame([{"cell": record.config_id, **judged(record.audit),
+                           "audit_seconds": record.cold_wall_time_s}
+                          for record in ok["record"]], columns=["cell", *AUDIT_COLUMNS[:-1]])
     strongest = found[["audited_epsilon", "release_epsilon"]].max(axis=1)
     found = found.loc[strongest.sort_values().index].drop_duplicates("cell", keep="last")
     ok_runs = runs[runs["status"] == "ok"]
@@ -45,38 +45,49 @@ def attach_audits(rows: pd.DataFrame, audits: pd.DataFrame, runs: pd.DataFrame) 
     return merged
 
 
-def _noise_checks(audit: dict) -> dict:
-    """The mechanisms whose noise was checked at the cell's setting, and those that failed."""
-    checks = audit.get("noise_checks") or []
-    if not checks:
-        return {}
-    return {"noise_checked": ", ".join(c["mechanism"] for c in checks),
-            "noise_failed": "; ".join(f"{c['mechanism']}: {c['measured']} "
-                                      f"(p = {c['p_value']:.2g})"
-                                      for c in checks if c["flagged"])}
+def judged(audit: dict) -> dict:
+    """The columns of one audited twin's record, its tests judged at their levels."""
+    verdict = levels.judge(audit)
+    model = verdict.of(levels.MODEL)
+    # Where the release is the model (DP-ERM's weights), its bound is the model's.
+    release = verdict.of(levels.RELEASE) or (model if audit.get("release") else None)
+    noise = verdict.all_of(levels.NOISE)
+    return {"audited_epsilon": model.bound, "audit_ceiling": model.ceiling,
+            "audit_flagged": verdict.flagged, "audit_level": verdict.family_wise,
+            "audit_confidence": 1 - model.level, "audit_canaries": audit["canaries"],
+            "audit_guesses": audit["guesses"], "audit_correct": audit["correct"],
+            **_release(audit, release), **_claim_test(audit, verdict.of(levels.CLAIM)),
+            **({"noise_checked": ", ".join(test.detail for test in noise),
+                "noise_failed": "; ".join(
+                    f"{check['mechanism']}: {check['measured']} (p = {check['p_value']:.2g} "
+                    f"at level {100 * test.level:.2g}%)"
+                    for check, test in zip(audit["noise_checks"], noise) if test.rejects)}
+               if noise else {})}
 
 
-def _release(audit: dict) -> dict:
+def _release(audit: dict, bound: levels.Judged | None) -> dict:
     release = audit.get("release")
     if release is None:
         return {}
     # Audits recorded before the release audit of DP-SGD observed labels of the canaries.
-    return {**_claim_test(release.get("claim_test")),
-            "release_epsilon": release["epsilon_lower_bound"],
-            "release_ceiling": release["ceiling"], "release_guesses": release["guesses"],
+    return {"release_epsilon": bound.bound, "release_ceiling": bound.ceiling,
+            "release_confidence": 1 - bound.level, "release_guesses": release["guesses"],
             "release_correct": release["correct"], "release_where": ", ".join(release["where"]),
             "release_canaries": release.get("canaries", audit["canaries"]),
             "release_observed": release.get("observed",
                                             "the label each canary was released with")}
 
 
-def _claim_test(tested: dict | None) -> dict:
-    """The test of a Gaussian release's claimed curve, if its twin ran one."""
-    if tested is None:
+def _claim_test(audit: dict, test: levels.Judged | None) -> dict:
+    """The test of a Gaussian release's claimed curve, if its twin ran one; its empirical
+    epsilon is left out (NaN) when the run rejects no curve of the claim's family."""
+    if test is None:
         return {}
-    return {"claim_rejected": tested["rejected"], "claim_epsilon": tested["claimed_epsilon"],
-            "empirical_epsilon": tested["empirical_epsilon"],
+    tested = audit["release"]["claim_test"]
+    return {"claim_rejected": test.rejects, "claim_epsilon": tested["claimed_epsilon"],
+            "empirical_epsilon": (float("nan") if tested["empirical_noise_scale"] is None
+                                  else tested["empirical_epsilon"]),
             "claim_canaries": tested["canaries"],
             "claim_guesses": ", ".join(map(str, tested["guesses"])),
             "claim_correct": ", ".join(map(str, tested["correct"])),
-            "claim_confidence": tested["confidence"], "claim_text": tested["claim"]}
+            "claim_confidence": 1 - test.level, "claim_text": tested["claim"]}

@@ -92,7 +92,9 @@ def audit_words(audit: dict, epsilon: float) -> str:
     claim = f"at claim {format_epsilon(epsilon)}"
     if audit["claim"]:
         verdict = "rejected" if audit["claim"]["rejected"] else "not rejected"
-        return f"empirical ε {audit['claim']['empirical']:.2f} {claim} ({verdict})"
+        empirical = audit["claim"]["empirical"]
+        figure = "no empirical ε" if empirical is None else f"empirical ε {empirical:.2f}"
+        return f"{figure} {claim} (curve {verdict}, level {100 * audit['level']:.3g}%)"
     return f"ε ≥ {audit['strongest']:.2f} {claim}"
 
 

@@ -89,7 +89,9 @@ def audit_of(row) -> dict | None:
     if pd.isna(row.audited_epsilon):
         return None
     claim = None if pd.isna(row.claim_rejected) else {
-        "rejected": bool(row.claim_rejected), "empirical": float(row.empirical_epsilon),
+        "rejected": bool(row.claim_rejected),
+        # None where the run rejects no curve of the claim's family: no figure, not 0
+        "empirical": None if pd.isna(row.empirical_epsilon) else float(row.empirical_epsilon),
         "claimed": float(row.claim_epsilon), "canaries": int(row.claim_canaries),
         "guesses": row.claim_guesses, "correct": row.claim_correct,
         "confidence": float(row.claim_confidence), "text": row.claim_text}
@@ -97,10 +99,12 @@ def audit_of(row) -> dict | None:
         "bound": float(row.release_epsilon), "ceiling": float(row.release_ceiling),
         "guesses": int(row.release_guesses), "correct": int(row.release_correct),
         "where": row.release_where, "canaries": int(row.release_canaries),
-        "observed": row.release_observed, "flagged": float(row.release_epsilon) > row.epsilon}
+        "observed": row.release_observed, "confidence": float(row.release_confidence),
+        "flagged": float(row.release_epsilon) > row.epsilon}
     strongest = max(float(row.audited_epsilon), release["bound"] if release else 0.0)
     return {"bound": float(row.audited_epsilon), "ceiling": float(row.audit_ceiling),
-            "flagged": bool(row.audit_flagged),
+            "flagged": bool(row.audit_flagged), "level": float(row.audit_level),
+            "confidence": float(row.audit_confidence),
             "model_flagged": float(row.audited_epsilon) > row.epsilon,
             "canaries": int(row.audit_canaries),
             "guesses": int(row.audit_guesses), "correct": int(row.audit_correct),
@@ -109,7 +113,8 @@ def audit_of(row) -> dict | None:
                 "checked": row.noise_checked,
                 "failed": "" if pd.isna(row.noise_failed) else row.noise_failed},
             "strongest": strongest, "claim": claim,
-            "shown": claim["empirical"] if claim else strongest,
+            "shown": claim["empirical"] if claim and claim["empirical"] is not None
+            else strongest,
             "overhead": None if pd.isna(row.audit_overhead) else float(row.audit_overhead)}
 
 

@@ -99,13 +99,19 @@ def _label(source: str, method: str, variant: str, suite: str, model: str = "") 
 
 def _audited(line: pd.DataFrame) -> str:
     """A line's audits per budget, for its legend entry: a tested claim's empirical
-    epsilon (≈), else the strongest lower bound (≥)."""
+    epsilon (the claim's family fitted to the run, not an estimate of epsilon), else the
+    strongest lower bound (≥)."""
     bounds = line[["audited_epsilon", "release_epsilon"]].max(axis=1)
-    audited = [f"ε≈{tested:.2f} at {format_epsilon(epsilon)}" if pd.notna(tested)
-               else f"ε≥{bound:.2f} at {format_epsilon(epsilon)}"
-               for epsilon, bound, tested in zip(line["epsilon"], bounds,
-                                                 line["empirical_epsilon"]) if pd.notna(bound)]
-    return textwrap.fill("; audited " + ", ".join(audited), 48,
+    audited = []
+    for epsilon, bound, tested, empirical in zip(line["epsilon"], bounds, line["claim_rejected"],
+                                                 line["empirical_epsilon"]):
+        at = f"at {format_epsilon(epsilon)}"
+        if pd.notna(tested):
+            audited.append(f"no emp. ε {at}" if pd.isna(empirical)
+                           else f"emp. ε {empirical:.2f} {at}")
+        elif pd.notna(bound):
+            audited.append(f"ε≥{bound:.2f} {at}")
+    return textwrap.fill("; audits: " + ", ".join(audited), 48,
                          subsequent_indent="  ") if audited else ""
 
 

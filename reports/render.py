@@ -16,6 +16,7 @@ from pathlib import Path
 import jinja2
 import pandas as pd
 
+from benchmarks.audit import levels
 from benchmarks.records import RunRecord
 from reports.catalogue import dataset_facts, method_facts
 from reports.comparison import comparisons
@@ -168,6 +169,20 @@ def _write_cell_page(site: Path, rows: pd.DataFrame, records: pd.DataFrame,
             quick=first["suite"] == QUICK_SUITE, submission=submission)
 
 
+def verdict_of(audit: dict) -> dict:
+    """An audited twin's tests judged at their levels (benchmarks.audit.levels), for its
+    cell's page; where the release is the model (DP-ERM's weights), the release's bound
+    is the model's."""
+    verdict = levels.judge(audit)
+    model = verdict.of(levels.MODEL)
+    release = verdict.of(levels.RELEASE) or (model if audit.get("release") else None)
+    claim = verdict.of(levels.CLAIM)
+    return {"level": verdict.family_wise, "flagged": verdict.flagged,
+            "model": model.as_dict(), "release": release and release.as_dict(),
+            "claim": claim and claim.as_dict(),
+            "noise": [test.as_dict() for test in verdict.all_of(levels.NOISE)]}
+
+
 def _run(record: RunRecord, source: str) -> dict:
     provenance = record.provenance
     privacy = record.privacy
@@ -193,4 +208,5 @@ def _run(record: RunRecord, source: str) -> dict:
         "privacy_details": json_text(privacy.details),
         "hparams": json_text(record.hparams), "packages": json_text(provenance.get("packages")),
         "audit": record.audit if record.is_audit else None,
+        "verdict": verdict_of(record.audit) if record.is_audit and record.ok else None,
         "raw": f"../records/{Path(record.path).name}"}

@@ -11,7 +11,8 @@ from scipy import optimize, special, stats
 
 from benchmarks.audit.claim_audit import (CLAIM_GUESS_SHARES, audit_claim, noise_boundary,
                                           right_guesses)
-from benchmarks.privacy import Ledger, RdpCurve, SampledGaussian, rdp, records
+from benchmarks.audit.simulation import GaussianRelease, add_release
+from benchmarks.privacy import Ledger, Neighbours, RdpCurve, SampledGaussian, rdp, records
 from benchmarks.privacy.claimed_profile import PLD, RDP, ClaimedProfile
 from benchmarks.privacy.one_run_fdp import rejects
 from benchmarks.privacy.phantom_canaries import PhantomCanaries
@@ -142,7 +143,7 @@ def test_impossible_counts_are_refused():
 # epsilon 1.6 at delta 1e-5 (PLD); the 500 strongest guessed, a count fixed here for this
 # size (the suites' 0.2% suits 500,000 canaries).
 CANARIES, RATE, SIGMA, STEPS, DELTA, GUESSES = 100_000, 0.2, 2.0, 10, 1e-5, 500
-RUNS = 100
+RUNS = 30
 
 
 def claim(sigma: float = SIGMA, rate: float = RATE, steps: int = STEPS) -> ClaimedProfile:
@@ -154,14 +155,13 @@ def claim(sigma: float = SIGMA, rate: float = RATE, steps: int = STEPS) -> Claim
 
 def simulated_evidence(rng: np.random.Generator, noise: float, rate: float = RATE,
                        steps: int = STEPS) -> tuple[np.ndarray, np.ndarray]:
-    """The phantom canaries' log-likelihood ratios after the mechanism at ``noise``
-    (sampled, clipped to 1, noised), read as the audited twin reads them."""
-    phantoms = PhantomCanaries(rng.integers(0, 2, CANARIES).astype(bool))
-    for _ in range(steps):
-        sampled = phantoms.coins & (rng.random(CANARIES) < rate)
-        phantoms.observe("simulated", sampled + noise * rng.standard_normal(CANARIES), rate,
-                         1.0)
-    return phantoms.llr, phantoms.coins
+    """The phantom canaries' evidence after the mechanism at ``noise`` (sampled, clipped
+    to 1, noised; its exact law, benchmarks.audit.simulation), read as the audited twin
+    reads it."""
+    phantoms = PhantomCanaries(rng.integers(0, 2, CANARIES).astype(bool),
+                               Neighbours.ADD_REMOVE)
+    add_release(rng, phantoms, GaussianRelease("simulated", noise, rate, steps, 0))
+    return phantoms.evidence(), phantoms.coins
 
 
 def rejection_rate(claimed: ClaimedProfile, noise: float, seed: int, runs: int = RUNS,
@@ -185,10 +185,13 @@ def test_the_claim_is_rejected_in_at_most_5_percent_of_exact_runs_at_its_noise(s
 
 @pytest.mark.parametrize("sampled", [True, False], ids=["poisson-sampled", "one-gaussian"])
 def test_the_claim_is_rejected_in_most_exact_runs_at_07_times_its_noise(sampled):
-    """Its power at 0.7 sigma with 100,000 canaries; at 0.5 sigma, every run (of 20)."""
+    """Its power at 0.7 sigma with 100,000 canaries, at least 70% of 30 runs: the
+    Poisson-sampled release's measured 84% (docs/audits.md) gives 21 or more of 30 with
+    probability 98%, and 92% at its interval's lower end, 79%; at 0.5 sigma, every run
+    (of 10)."""
     mechanism = {} if sampled else {"rate": 1.0, "steps": 1}
-    assert rejection_rate(claim(**mechanism), 0.7 * SIGMA, seed=2, **mechanism) >= 0.8
-    assert rejection_rate(claim(**mechanism), 0.5 * SIGMA, seed=3, runs=20, **mechanism) == 1.0
+    assert rejection_rate(claim(**mechanism), 0.7 * SIGMA, seed=2, **mechanism) >= 0.7
+    assert rejection_rate(claim(**mechanism), 0.5 * SIGMA, seed=3, runs=10, **mechanism) == 1.0
 
 
 # ----- the audit of a claim, its family and its empirical epsilon ----------------------

@@ -231,9 +231,10 @@ def test_the_dataset_page_shows_the_comparison_and_the_index_links_to_it(mnist, 
     assert re.search(r"94\.20 ± 0\.20</a>\s*<span[^>]*>n = 3", section)
     assert "94.10 <span class=\"muted\">Ghazi et al. 2024, Table 5a, e=1</span>" in section
     assert "ε = 1: <strong>labeldp-pro</strong>" in section
-    assert (_family(mnist, "label-dp")["lines"][0]["audits"]
-            == ["ε ≥ 0.92 at claim 1"])  # alibi's audited twin, shown in the plot's legend
-    assert "≥ 0.92" in section
+    # alibi's audited twin, shown in the plot's legend: its release's bound, judged from
+    # its counts at its share of the verdict's 5% (440 right of 590 guesses at 97.5%)
+    assert _family(mnist, "label-dp")["lines"][0]["audits"] == ["ε ≥ 0.89 at claim 1"]
+    assert "≥ 0.89" in section
     for family in ("label-dp", "full-dp"):
         assert (page / "plots" / f"mnist-{SUITE}-{family}.png").stat().st_size > 0
     index = (page / "index.html").read_text()

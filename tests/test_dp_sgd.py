@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from benchmarks.contract import Budget, Split
-from benchmarks.privacy import Ledger, SampledGaussian
+from benchmarks.privacy import Ledger, Neighbours, SampledGaussian
+from benchmarks.privacy.phantom_canaries import PhantomCanaries
 from methods.dp_sgd import DPSGD
 
 tf = pytest.importorskip("tensorflow")
@@ -218,17 +219,38 @@ def test_a_training_step_cannot_hand_the_mechanism_its_own_clipping():
         tf.function(step.noisy_mean_gradient)(tf.range(8))
 
 
-class Watched:
-    """Phantom canaries, all in the training set, that keep every step's release."""
+class Watched(PhantomCanaries):
+    """Phantom canaries that keep every step's release of their coordinates, in clip
+    norms."""
 
-    def __init__(self, count):
-        self.members, self.released = np.arange(count), []
+    def __init__(self, coins, neighbours):
+        super().__init__(coins, neighbours)
+        self.released = []
 
-    def __len__(self):
-        return len(self.members)
+    def observe(self, mechanism, released, sampling_rate, clip_norm, *noise):
+        self.released.append(np.asarray(released)[:len(self)] / clip_norm)
+        super().observe(mechanism, released, sampling_rate, clip_norm, *noise)
 
-    def observe(self, mechanism, released, sampling_rate, clip_norm):
-        self.released.append(np.asarray(released) / clip_norm)
+
+def noiseless_step(phantoms, sensitivity=1.0, clip_weights=None):
+    """One step at sampling rate 1/2 without noise, the phantoms watched: what it
+    released of them, in clip norms."""
+    ledger = Ledger()
+    ledger.phantoms = phantoms
+    mechanism = NoisyClippedSum(ledger, dataset_size=40, sampling_rate=0.5,
+                                noise_multiplier=1.0, clip_norm=0.5, steps=1, seed=0,
+                                sensitivity=sensitivity)
+    mechanism.noise_std = 0.0
+    if clip_weights:
+        mechanism.clip_weights = clip_weights(mechanism.clip_weights)
+    split = tiny_split(40)
+    model = tf.keras.Sequential([tf.keras.Input((8, 8, 1)), tf.keras.layers.Flatten(),
+                                 tf.keras.layers.Dense(3)])
+    step = dp_training.DPSGDStep(model, split.x, split.y, mechanism=mechanism,
+                                 optimizer=tf.keras.optimizers.SGD(0.1))
+    step.step()
+    [released] = phantoms.released
+    return released
 
 
 @pytest.mark.parametrize("rescaled", [False, True], ids=["honest", "norms-rescaled"])
@@ -236,18 +258,21 @@ def test_the_phantom_canaries_are_clipped_by_the_real_examples_path(rescaled):
     """Without noise, a sampled canary's release is its clipped gradient: C, or 4C when
     the clipping that every example goes through rescales the norms, so that the release
     audit reads the real examples' clipping, whatever it is."""
-    ledger = Ledger()
-    ledger.phantoms = Watched(200)
-    mechanism = NoisyClippedSum(ledger, dataset_size=40, sampling_rate=0.5,
-                                noise_multiplier=1.0, clip_norm=0.5, steps=1, seed=0)
-    mechanism.noise_std = 0.0
-    if rescaled:
-        real = mechanism.clip_weights
-        mechanism.clip_weights = lambda norms: real(norms / 4)
-    split = tiny_split(40)
-    step = dp_training.DPSGDStep(models.build("cnn", (8, 8, 1), 3, norm="group"), split.x,
-                                 split.y, mechanism=mechanism,
-                                 optimizer=tf.keras.optimizers.SGD(0.1))
-    step.step()
-    [released] = ledger.phantoms.released
+    four_times = (lambda real: lambda norms: real(norms / 4)) if rescaled else None
+    released = noiseless_step(Watched(np.ones(200, bool), Neighbours.ADD_REMOVE),
+                              clip_weights=four_times)
     assert set(np.round(released, 4)) == {0.0, 4.0 if rescaled else 1.0}
+
+
+def test_the_phantoms_worlds_are_the_neighbouring_relations_not_the_sensitivity():
+    """Under add/remove a phantom is in the set (C when sampled) or not (never sampled);
+    under substitution every phantom is in the set and its coin gives its vector's
+    direction: +C or -C when sampled. The sensitivity the mechanism is configured with
+    (2 here, as under label substitution) moves nothing."""
+    coins = np.arange(400) % 2 == 0
+    added = noiseless_step(Watched(coins, Neighbours.ADD_REMOVE), sensitivity=2.0)
+    assert set(np.round(added[coins], 4)) == {0.0, 1.0}
+    assert set(np.round(added[~coins], 4)) == {0.0}
+    replaced = noiseless_step(Watched(coins, Neighbours.SUBSTITUTION), sensitivity=2.0)
+    assert set(np.round(replaced[coins], 4)) == {0.0, 1.0}
+    assert set(np.round(replaced[~coins], 4)) == {0.0, -1.0}

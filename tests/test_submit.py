@@ -105,9 +105,9 @@ def test_the_example_goes_from_install_to_a_row_on_the_site(submitted, tmp_path,
         ("digits", 4, 0), ("digits", math.inf, 0), ("digits-7v9", math.log(4), 0),
         ("digits-7v9", math.inf, 0)]
     assert len(audits) == 4
-    for audit in audits:  # eight bounds judged together: each at 1 - 5% / 8
+    for audit in audits:  # four twins share 4% of the submission's 5%: each at 1%
         assert audit.audit["release"]["where"] == ["randomized response"]
-        assert audit.audit["confidence"] == pytest.approx(1 - 0.05 / 8)
+        assert audit.audit["confidence"] == pytest.approx(0.99)
 
     # The kept share of the private labels is a private diagnostic: in private/ only.
     private = [json.loads(path.read_text())["kept_label_share"]
@@ -299,31 +299,39 @@ def test_help_describes_the_checks(capsys):
     assert "--method METHOD" in capsys.readouterr().out
 
 
-def test_every_reason_an_audit_flags_its_claim_fails_a_check():
+def test_every_test_of_an_audits_verdict_is_a_check_at_its_level():
     """A noise check below its charge (DP-ERM's and GNMax's releases, which a one-run
-    bound cannot see) fails a check with its figure; a flag of any other kind fails one
-    too, so that what submit passes the bundle's reader never refuses."""
+    bound cannot see) fails a check with its figure and level; so does a rejected claimed
+    curve; the bounds are checks too, each at its level (benchmarks.audit.levels), so
+    that what submit passes the bundle's reader never refuses."""
     from benchmarks.submission.submit import audit_checks
 
-    audit = {"claimed_epsilon": 1.0, "confidence": 0.975, "epsilon_lower_bound": 0.2,
-             "release": None, "flagged": True,
+    audit = {"claimed_epsilon": 1.0, "claimed_delta": 0.0, "confidence": 0.99,
+             "canaries": 100, "guesses": 50, "correct": 30, "release": None,
              "noise_checks": [{"mechanism": "output perturbation", "claim": "Gamma(d, 2/ε)",
                                "measured": "mean radius 0.5", "p_value": 1e-5,
                                "flagged": True}]}
-    assert [check.line for check in audit_checks(audit, "a cell") if not check.passed] == [
+    checks = audit_checks(audit, "a cell")
+    assert [check.check for check in checks] == [
+        "the audit from the model stays within the claim",
+        "the noise of output perturbation is as charged"]
+    assert [check.line for check in checks if not check.passed] == [
         "the noise of output perturbation is below its charge (Gamma(d, 2/ε)): mean "
-        "radius 0.5, p = 1e-05"]
-    audit["noise_checks"] = []
+        "radius 0.5, p = 1e-05 at level 0.2%"]
+    audit["noise_checks"] = [{"mechanism": "DP-SGD noisy clipped sum, its real coordinates",
+                              "claim": "the noise of its phantom coordinates",
+                              "measured": "noise variance 1.0002 of the phantoms'",
+                              "p_value": 0.6, "flagged": False}]
+    audit["release"] = {"canaries": 100_000, "guesses": 1000, "correct": 560, "claim_test": {
+        "rejected": True, "claim": "DP-SGD: noise multiplier 1", "canaries": 500_000}}
     assert [check.line for check in audit_checks(audit, "a cell") if not check.passed] == [
-        "the audit flags the claim"]
-    audit["release"] = {"epsilon_lower_bound": 0.4, "claim_test": {
-        "rejected": True, "claim": "DP-SGD: noise multiplier 1", "confidence": 0.95,
-        "canaries": 500_000}}
-    assert [check.line for check in audit_checks(audit, "a cell") if not check.passed] == [
-        "the claimed curve (DP-SGD: noise multiplier 1) is rejected at 95% on 500000 "
+        "the claimed curve (DP-SGD: noise multiplier 1) is rejected at level 0.5% on 500000 "
         "phantom canaries"]
-    audit["flagged"] = audit["release"]["claim_test"]["rejected"] = False
+    audit["release"]["claim_test"]["rejected"] = False
     assert all(check.passed for check in audit_checks(audit, "a cell"))
+    audit["correct"] = 50  # every guess of the model right: a bound above the claim
+    [failed] = [check.line for check in audit_checks(audit, "a cell") if not check.passed]
+    assert re.fullmatch(AUDIT_LINE.format("from the model"), failed), failed
 
 
 @pytest.mark.integration  # a site built: tens of seconds

@@ -47,6 +47,7 @@ DESCRIPTIONS = {
 # What the audit at the release reads of each canary.
 RELEASED_LABEL = "the label each canary was released with"
 RELEASED_VECTOR = "the noisy one-hot vector each canary's label was released as"
+RELEASED_WEIGHTS = "the released weights, projected on each canary's input"
 # Canary images set this share of their values to 1 and the rest to 0.
 BRIGHT_SHARE = 0.1
 # The canaries on image data unless asked otherwise; tabular data gets one per dimension.

@@ -72,15 +72,14 @@ def right_guesses(evidence: np.ndarray, coins: np.ndarray, counts: list[int]) ->
 def audit_claim(evidence: np.ndarray, coins: np.ndarray, claim: ClaimedProfile,
                 confidence: float = 0.95,
                 shares: tuple[float, ...] = CLAIM_GUESS_SHARES) -> ClaimAudit:
-    """Test ``claim`` on the canaries' ``evidence`` (> 0: "in the set") and their coins."""
+    """Test ``claim`` on the canaries' ``evidence`` (> 0: "in the set") and their coins,
+    at level 1 - ``confidence``."""
     m = len(evidence)
     counts = guess_counts(m, shares)
     correct = right_guesses(evidence, coins, counts)
-    alpha = (1 - confidence) / len(counts)
 
     def rejected(scale: float) -> bool:
-        curve = claim.scaled(scale).tradeoff()
-        return any(rejects(curve, m, c, w, alpha) for c, w in zip(counts, correct))
+        return rejects_curve(claim.scaled(scale).tradeoff(), m, counts, correct, 1 - confidence)
 
     boundary = noise_boundary(rejected)
     return ClaimAudit(
@@ -88,6 +87,14 @@ def audit_claim(evidence: np.ndarray, coins: np.ndarray, claim: ClaimedProfile,
         empirical_epsilon=0.0 if boundary is None else claim.scaled(boundary).epsilon(),
         empirical_noise_scale=boundary, delta=claim.delta, confidence=confidence,
         canaries=m, guesses=tuple(counts), correct=tuple(correct), claim=claim.describe())
+
+
+def rejects_curve(curve, canaries: int, counts: list[int], correct: list[int],
+                  level: float) -> bool:
+    """Whether ``correct[i]`` right guesses of ``counts[i]`` reject ``curve`` for some i,
+    each tested at ``level`` over their number."""
+    return any(rejects(curve, canaries, c, w, level / len(counts))
+               for c, w in zip(counts, correct))
 
 
 def noise_boundary(rejected) -> float | None:

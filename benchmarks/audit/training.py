@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.audit import canaries as canary_designs
-from benchmarks.audit.claim_audit import audit_claim
+from benchmarks.audit import canaries as canary_designs, levels
+from benchmarks.audit.claim_audit import NOISE_SCALES, audit_claim
 from benchmarks.audit.one_run import one_run_bound
 from benchmarks.privacy.audit_bounds import one_run_lower_bound, saturation
 from benchmarks.context import RunContext
@@ -36,17 +36,18 @@ from benchmarks.privacy.claimed_profile import ClaimedProfile
 from benchmarks.privacy.phantom_canaries import PhantomCanaries
 from benchmarks.registry import get_method
 
-CONFIDENCE = 0.95
+# One minus the family-wise level of a twin's verdict (benchmarks.audit.levels).
+CONFIDENCE = 1 - levels.FAMILY_WISE_LEVEL
 MIN_CANARIES = 2
 # Phantom canaries for the Gaussian releases. The test of the claimed curve reads all of
 # them. In simulations of the suites' releases, at 10^5 a release with 0.7 times its noise
 # passed it at one seed of two; an exact release at 0.7 times its noise is expected to be
 # rejected from 0.90 of the claim's noise down with 10^5 (epsilon 1, the best share of
-# guesses), from 0.86 with 5 x 10^5, and from 0.85 with 10^6, at twice the cost (a phantom
-# costs about 45 ns a step). The bound of Steinke et al., kept beside it as the archive's
-# earlier audits computed it, reads the first STEINKE_PHANTOMS with one share of guesses
-# fixed in advance: 1,000 guesses on 100,000 canaries (ceiling 3.5 at delta 1e-5); past
-# 1e5 its 2 m delta term outgrows the gain.
+# guesses), from 0.86 with 5 x 10^5, and from 0.85 with 10^6, at twice the cost. The
+# bound of Steinke et al., kept beside it as the archive's earlier audits computed it,
+# reads the first STEINKE_PHANTOMS with one share of guesses fixed in advance: 1,000
+# guesses on 100,000 canaries (ceiling 3.5 at delta 1e-5); past 1e5 its 2 m delta term
+# outgrows the gain.
 PHANTOMS = 500_000
 STEINKE_PHANTOMS, PHANTOM_GUESS_SHARE = 100_000, 0.01
 _CERTAIN = 1e300
@@ -67,7 +68,9 @@ class TrainingAudit:
     canary_kind: str
     claimed_epsilon: float
     claimed_delta: float  # the delta the bound allows: 0 for a pure claim
-    epsilon_lower_bound: float
+    epsilon_lower_bound: float  # the model's bound, at ``confidence`` alone
+    # One minus the verdict's family-wise level, at which each one-run bound is also
+    # stored; the verdict splits the level across its tests (benchmarks.audit.levels).
     confidence: float
     canaries: int
     guesses: int
@@ -81,21 +84,21 @@ class TrainingAudit:
     # claim_test, benchmarks.audit.claim_audit.ClaimAudit), or None when no release of a
     # canary went through them.
     release: dict[str, Any] | None = None
-    # Where a release carries too little per record for a one-run bound (DP-ERM, PATE):
-    # the noise checks of its mechanisms at the charged setting
-    # (benchmarks.privacy.noise_checks), as dicts.
+    # The noise checks, as dicts: where a release carries too little per record for a
+    # one-run bound (DP-ERM, PATE), of its mechanisms at the charged setting
+    # (benchmarks.privacy.noise_checks); of a Gaussian release, its real coordinates'
+    # noise against its phantoms' (benchmarks.privacy.phantom_canaries).
     noise_checks: tuple[dict[str, Any], ...] = ()
 
     @property
+    def verdict(self) -> levels.Verdict:
+        """Its tests, each at its share of the family-wise level: flagged when a bound
+        exceeds the claim, the claimed curve is rejected, or a noise check fails."""
+        return levels.judge(dataclasses.asdict(self))
+
+    @property
     def flagged(self) -> bool:
-        """Either audit's bound exceeds the claim, the release's claimed curve is
-        rejected, or a mechanism's noise is below its charge."""
-        bounds = [self.epsilon_lower_bound]
-        if self.release is not None:
-            bounds.append(self.release["epsilon_lower_bound"])
-        return (max(bounds) > self.claimed_epsilon
-                or (self.release or {}).get("claim_test", {}).get("rejected", False)
-                or any(check["flagged"] for check in self.noise_checks))
+        return self.verdict.flagged
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self) | {"flagged": self.flagged}
@@ -140,10 +143,11 @@ def audit_training(method: str, data: Dataset, budget: Budget, hparams: dict[str
     public = model.public_part(data.name, len(data.test))
     first_row = len(data.train)  # the canaries follow the training rows
     model.ctx.ledger.watch(np.arange(first_row, first_row + len(planted)))
-    # Phantom gradients for any method whose release is a noisy clipped sum (DP-SGD's, or
-    # LabelDP-Pro's at label substitution); other mechanisms never read them.
+    # Phantom gradients for any method whose release is Gaussian (DP-SGD's noisy clipped
+    # sums, LabelDP-Pro's, noisy clipped means); other mechanisms never read them.
     model.ctx.ledger.phantoms = PhantomCanaries(
-        context.rng("audit phantom coins").integers(0, 2, size=PHANTOMS).astype(bool))
+        context.rng("audit phantom coins").integers(0, 2, size=PHANTOMS).astype(bool),
+        notion.neighbours)
     start = time.perf_counter()
     model.fit(planted.plant(data.train, coins), data.num_classes,
               **({"public_x": data.test.x[:public]} if public else {}))
@@ -158,15 +162,19 @@ def audit_training(method: str, data: Dataset, budget: Budget, hparams: dict[str
     delta = budget.delta if notion.kind is Kind.APPROXIMATE else 0.0
     bound = one_run_bound(evidence, coins, delta, confidence)
     release = planted.release_evidence(model.ctx.ledger.observed, first_row)
+    phantoms = model.ctx.ledger.phantoms
+    checks = noise_checks.check_ledger(model.ctx.ledger, context.rng("audit noise checks"))
+    if phantoms is not None:
+        checks += phantoms.noise_checks()
     if release is not None:
         release = release_audit(*release, coins, delta, confidence)
-    elif model.ctx.ledger.phantoms is not None and model.ctx.ledger.phantoms.steps:
-        release = phantom_audit(model.ctx.ledger.phantoms,
+    elif phantoms is not None and phantoms.steps:
+        release = phantom_audit(phantoms,
                                 ClaimedProfile.of(model.ctx.ledger, notion, budget.delta),
-                                confidence)
+                                confidence, len(checks))
     elif model.ctx.ledger.model_releases:
         release = model_release_audit(bound, model.ctx.ledger.model_releases)
-    checks = noise_checks.check_ledger(model.ctx.ledger, context.rng("audit noise checks"))
+    level = levels.noise_check_level({"release": release}, 1 - confidence, len(checks))
     return TrainingAudit(
         method=method, dataset=data.name, seed=context.seed, notion=notion.short,
         canary_kind=planted.kind, claimed_epsilon=budget.epsilon, claimed_delta=delta,
@@ -174,7 +182,7 @@ def audit_training(method: str, data: Dataset, budget: Budget, hparams: dict[str
         canaries=bound.canaries, guesses=bound.guesses, correct=bound.correct,
         ceiling=bound.ceiling, training_examples=len(data.train),
         seconds=round(seconds, 3), release=release,
-        noise_checks=tuple(check.as_dict() for check in checks))
+        noise_checks=tuple(check.as_dict(level) for check in checks))
 
 
 def release_audit(evidence: np.ndarray, where: list[str], observed: str, coins: np.ndarray,
@@ -203,26 +211,35 @@ def model_release_audit(bound, mechanisms: list[str]) -> dict[str, Any]:
     return {"epsilon_lower_bound": bound.epsilon, "guesses": bound.guesses,
             "correct": bound.correct, "ceiling": bound.ceiling,
             "where": list(dict.fromkeys(mechanisms)), "canaries": bound.canaries,
-            "observed": "the released weights, projected on each canary's input"}
+            "observed": canary_designs.RELEASED_WEIGHTS}
 
 
-def phantom_audit(phantoms: PhantomCanaries, claim: ClaimedProfile, confidence: float
-                  ) -> dict[str, Any]:
+def phantom_audit(phantoms: PhantomCanaries, claim: ClaimedProfile, confidence: float,
+                  checks: int) -> dict[str, Any]:
     """The release audit from the phantom canaries' coordinates of every Gaussian
-    release: the test of the claimed curve on all of them (``claim_test``), and beside it
-    the one-run bound of Steinke et al. on the first STEINKE_PHANTOMS, which guesses "in"
-    for the strongest log-likelihood ratios above their median and "out" for the
-    strongest below it."""
-    tested = audit_claim(phantoms.llr, phantoms.coins, claim, confidence)
-    # Certain evidence (a release without noise: +-inf) as the largest finite values.
-    evidence = np.nan_to_num(phantoms.llr[:STEINKE_PHANTOMS], posinf=_CERTAIN, neginf=-_CERTAIN)
-    bound = one_run_bound(evidence - np.median(evidence), phantoms.coins[:STEINKE_PHANTOMS],
-                          claim.delta, confidence, shares=(PHANTOM_GUESS_SHARE,))
+    release: the test of the claimed curve on all of them (``claim_test``) at its share
+    of the family-wise level 1 - ``confidence`` (beside the twin's ``checks`` noise
+    checks), and beside it the one-run bound of Steinke et al. on the first
+    STEINKE_PHANTOMS, which guesses "in" for the strongest evidence above its median and
+    "out" for the strongest below it."""
+    evidence = phantoms.evidence()
+    claim_level = levels.test_levels(levels.GAUSSIAN, 1 - confidence, checks)[levels.CLAIM]
+    tested = audit_claim(evidence, phantoms.coins, claim, 1 - claim_level)
+    bound = steinke_bound(evidence, phantoms.coins, claim.delta, confidence)
     return {"epsilon_lower_bound": bound.epsilon, "guesses": bound.guesses,
             "correct": bound.correct, "ceiling": bound.ceiling, "where": list(phantoms.where),
             "canaries": bound.canaries,
             "observed": f"each phantom canary's coordinate of the {phantoms.steps} noisy "
                         f"releases", "claim_test": tested.as_dict()}
+
+
+def steinke_bound(evidence: np.ndarray, coins: np.ndarray, delta: float, confidence: float):
+    """Steinke et al.'s bound on the first STEINKE_PHANTOMS phantoms' evidence, centred
+    on its median; certain evidence (a release without noise: +-inf) as the largest
+    finite values."""
+    evidence = np.nan_to_num(evidence[:STEINKE_PHANTOMS], posinf=_CERTAIN, neginf=-_CERTAIN)
+    return one_run_bound(evidence - np.median(evidence), coins[:STEINKE_PHANTOMS], delta,
+                         confidence, shares=(PHANTOM_GUESS_SHARE,))
 
 
 # ----- the command: privboard audit --method ... -----------------------------------------
@@ -259,58 +276,81 @@ def parse_hparams(text: str) -> dict[str, Any]:
 
 
 def report(result: TrainingAudit) -> str:
-    verdict = ("FLAGGED: the claim is refuted (below, what refutes it)" if result.flagged
+    verdict = result.verdict
+    model = verdict.of(levels.MODEL)
+    outcome = ("FLAGGED: the claim is refuted (below, what refutes it)" if verdict.flagged
                else "consistent with the claim")
     reach = ("the claimed epsilon is at or above it, so this audit cannot refute the claim"
-             if result.claimed_epsilon >= result.ceiling
+             if result.claimed_epsilon >= model.ceiling
              else "an audit can refute a smaller claim, never confirm one")
     delta = f", delta {result.claimed_delta:g}" if result.claimed_delta else ""
+    checks = "".join(map(noise_check_report, result.noise_checks, verdict.all_of(levels.NOISE)))
     return (f"{result.method} on {result.dataset}, seed {result.seed}: {result.notion}\n"
-            f"claimed epsilon {result.claimed_epsilon:g}{delta}; lower bound "
-            f"{result.epsilon_lower_bound:.3f} at {result.confidence:.0%} confidence: "
-            f"{verdict}\n"
-            f"  {result.canaries} {canary_designs.DESCRIPTIONS[result.canary_kind]}\n"
-            f"  {result.guesses} guesses, {result.correct} right\n"
-            f"  ceiling {result.ceiling:.3f} (the bound if every guess were right): {reach}\n"
-            f"{release_report(result.release)}"
-            f"{''.join(noise_check_report(check) for check in result.noise_checks)}"
+            f"claimed epsilon {result.claimed_epsilon:g}{delta}: {outcome}, each test below "
+            f"at its share of the family-wise level {percent(verdict.family_wise)} (an honest "
+            f"run is flagged at most that often)\n"
+            f"  from the model: {result.canaries} "
+            f"{canary_designs.DESCRIPTIONS[result.canary_kind]}; {result.correct} of "
+            f"{result.guesses} guesses right: lower bound {model.bound:.3f} at "
+            f"{percent(1 - model.level)}{rejected(model)}\n"
+            f"  ceiling {model.ceiling:.3f} (the bound if every guess were right): {reach}\n"
+            f"{release_report(result.release, verdict)}"
+            f"{checks}"
             f"  audited training: {result.seconds:.1f} s, on {result.training_examples} "
             f"training examples and up to {result.canaries} canaries (at most "
             f"{result.canaries / result.training_examples:.0%} more examples than the "
             f"cell's own run)")
 
 
-def release_report(release: dict[str, Any] | None) -> str:
+def percent(level: float) -> str:
+    return f"{100 * level:.4g}%"
+
+
+def rejected(test: levels.Judged) -> str:
+    return " (EXCEEDS THE CLAIM)" if test.rejects else ""
+
+
+def release_report(release: dict[str, Any] | None, verdict: levels.Verdict) -> str:
     if release is None:
         return "  at the release: no canary went through the privacy layer's mechanisms\n"
+    bound = verdict.of(levels.RELEASE)
+    if bound is None:  # the release is the model (DP-ERM's weights): its bound is above
+        return f"  at the release ({', '.join(release['where'])}): the model's bound\n"
     tested = release.get("claim_test")
-    guesses = ("the strongest of the first canaries' log-likelihood ratios" if tested else
+    guesses = ("the strongest of the first canaries' evidence" if tested else
                "a guess per canary released as one of its two classes")
-    return (f"  at the release ({', '.join(release['where'])}): lower bound "
-            f"{release['epsilon_lower_bound']:.3f}, {release['correct']} of "
+    return (f"  at the release ({', '.join(release['where'])}): {release['correct']} of "
             f"{release['guesses']} guesses right on {release['canaries']} canaries "
-            f"({guesses}), ceiling {release['ceiling']:.3f}\n"
+            f"({guesses}): lower bound {bound.bound:.3f} at {percent(1 - bound.level)}"
+            f"{rejected(bound)}, ceiling {bound.ceiling:.3f}\n"
             f"{claim_test_report(tested) if tested else ''}")
 
 
 def claim_test_report(tested: dict[str, Any]) -> str:
     verdict = "REJECTED" if tested["rejected"] else "not rejected"
     right = ", ".join(f"{w} of {c}" for c, w in zip(tested["guesses"], tested["correct"]))
-    boundary = (f"noise x {tested['empirical_noise_scale']:.2f}"
-                if tested["empirical_noise_scale"] else "none rejected")
     return (f"  the claimed curve ({tested['claim']}; epsilon "
             f"{tested['claimed_epsilon']:.3f} at delta {tested['delta']:g}), tested at the "
-            f"release, {tested['test']}: {verdict} at {tested['confidence']:.0%} "
-            f"({right} guesses right on {tested['canaries']} canaries)\n"
-            f"  empirical epsilon {tested['empirical_epsilon']:.3f}: the claim's family under "
-            f"scaled noise is rejected from {boundary} up (not a lower bound: a mechanism "
-            f"outside the family could differ elsewhere)\n")
+            f"release, {tested['test']}: {verdict} at level {percent(1 - tested['confidence'])}"
+            f" ({right} guesses right on {tested['canaries']} canaries)\n"
+            f"  {empirical_report(tested)}\n")
 
 
-def noise_check_report(check: dict[str, Any]) -> str:
-    verdict = "TOO LITTLE NOISE" if check["flagged"] else "consistent"
-    return (f"  noise check of {check['mechanism']} at its charged setting ({check['claim']}): "
-            f"{check['measured']}, p = {check['p_value']:.3g}: {verdict}\n")
+def empirical_report(tested: dict[str, Any]) -> str:
+    """The family of the claim under scaled noise, against the run: not a lower bound on
+    epsilon (a mechanism outside the family could differ elsewhere)."""
+    if tested["empirical_noise_scale"] is None:
+        return (f"empirical epsilon: none, the run rejects no curve of the claim's family "
+                f"up to {NOISE_SCALES[1]:g} times its noise (this says nothing of leakage)")
+    return (f"empirical epsilon {tested['empirical_epsilon']:.3f}: the claim's family under "
+            f"scaled noise is rejected from noise x {tested['empirical_noise_scale']:.2f} "
+            f"up (not a lower bound: a mechanism outside the family could differ elsewhere)")
+
+
+def noise_check_report(check: dict[str, Any], test: levels.Judged) -> str:
+    verdict = "TOO LITTLE NOISE" if test.rejects else "consistent"
+    return (f"  noise check of {check['mechanism']} ({check['claim']}): {check['measured']}, "
+            f"p = {check['p_value']:.3g} at level {percent(test.level)}: {verdict}\n")
 
 
 def run(args: argparse.Namespace) -> int:

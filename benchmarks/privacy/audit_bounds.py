@@ -18,6 +18,7 @@ numpy and scipy only.
 """
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 
@@ -116,14 +117,19 @@ def _one_run_counts(canaries, guesses, correct) -> tuple[int, int, int]:
 
 
 def _p_value(m: int, r: int, v: int, epsilon: float, delta: float) -> float:
-    q = special.expit(epsilon)
+    return float(_p_values(m, r, v, np.array([epsilon]), delta)[0])
+
+
+def _p_values(m: int, r: int, v: int, epsilons: np.ndarray, delta: float) -> np.ndarray:
+    """The p-value at each of ``epsilons``."""
+    q = special.expit(epsilons)
     tail = stats.binom.sf(v - 1, r, q)
     if delta == 0 or v == 0:
-        return min(float(tail), 1.0)
+        return np.minimum(tail, 1.0)
     # P[v - i <= W' < v] for i = 1..v; beyond v it stays at P[W' < v] while i grows, so
     # the maximum over i >= 1 is attained within 1..v.
-    below = np.cumsum(stats.binom.pmf(np.arange(v - 1, -1, -1), r, q))
-    return min(float(tail + 2 * m * delta * np.max(below / np.arange(1, v + 1))), 1.0)
+    below = np.cumsum(stats.binom.pmf(np.arange(v - 1, -1, -1), r, q[:, None]), axis=1)
+    return np.minimum(tail + 2 * m * delta * np.max(below / np.arange(1, v + 1), axis=1), 1.0)
 
 
 def one_run_p_value(canaries: int, guesses: int, correct: int, epsilon: float,
@@ -137,6 +143,8 @@ def one_run_p_value(canaries: int, guesses: int, correct: int, epsilon: float,
                     _delta(delta))
 
 
+# Audits and their verdicts ask for the same bounds again and again (a ceiling, say).
+@functools.lru_cache(maxsize=1 << 14)
 def one_run_lower_bound(canaries: int, guesses: int, correct: int, delta: float = 0.0,
                         confidence: float = 0.95) -> float:
     """The largest epsilon whose one-run p-value is below 1 - confidence (0.0 when there is
@@ -164,8 +172,8 @@ def one_run_lower_bound(canaries: int, guesses: int, correct: int, delta: float 
         return ceiling
     alpha = 1 - confidence
     grid = np.linspace(0.0, ceiling, _GRID_POINTS + 1)
-    rejected = [e for e in grid if _p_value(m, r, v, e, delta) < alpha]
-    if not rejected:
+    rejected = grid[_p_values(m, r, v, grid, delta) < alpha]
+    if not len(rejected):
         return 0.0
     low = rejected[-1]
     high = low + grid[1]

@@ -10,7 +10,7 @@ less than it charges fails the test. It is a test of the noise level, not a lowe
 on epsilon.
 
 Each mechanism registers its check beside its code (``register``), by the name of its
-charge.
+charge. A check fails below the level its verdict gives it (benchmarks.audit.levels).
 """
 from __future__ import annotations
 
@@ -20,10 +20,6 @@ from typing import Any, Callable
 import numpy as np
 
 from benchmarks.privacy.ledger import Charge, Ledger
-
-# An honest mechanism fails its check with this probability.
-LEVEL = 1e-3
-
 
 @dataclasses.dataclass(frozen=True)
 class NoiseCheck:
@@ -35,12 +31,12 @@ class NoiseCheck:
     measured: str
     p_value: float
 
-    @property
-    def flagged(self) -> bool:
-        return self.p_value < LEVEL
+    def flagged(self, level: float) -> bool:
+        """Whether it fails at ``level``: an honest mechanism fails with that probability."""
+        return self.p_value < level
 
-    def as_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self) | {"flagged": self.flagged}
+    def as_dict(self, level: float) -> dict[str, Any]:
+        return dataclasses.asdict(self) | {"flagged": self.flagged(level)}
 
 
 Check = Callable[[Charge, np.random.Generator], NoiseCheck]

@@ -14,7 +14,8 @@ release. numpy only; the generator is the caller's (a seeded stream of the run).
 An audit's phantom canaries (benchmarks.privacy.phantom_canaries) planted on the ledger
 are released with the statistic: each in the training set is one more example whose
 vector lies on a coordinate of its own, clipped by the same ``clip_factors`` and noised
-by the same generator, and the auditor observes those coordinates.
+in the same draw, and the auditor observes those coordinates, with the noise added to
+the statistic's own.
 """
 from __future__ import annotations
 
@@ -75,14 +76,20 @@ class NoisyClippedMean:
             total = np.concatenate([total, self._phantom_sum(phantoms)])
         noisy = total + self.rng.normal(0.0, self.noise_std, total.shape)
         if phantoms is not None:
-            phantoms.observe(MECHANISM, noisy[-len(phantoms):], 1.0, self.clip_norm)
-            noisy = noisy[:-len(phantoms)]
+            real = len(total) - phantoms.size
+            noise = noisy[:real] - total[:real]
+            phantoms.observe(MECHANISM, noisy[real:], 1.0, self.clip_norm, self.noise_std,
+                             float(noise @ noise), real)
+            noisy = noisy[:real]
         return self.ledger.released(MECHANISM, noisy / self.dataset_size,
                                     dataset_size=self.dataset_size, clip_norm=self.clip_norm,
                                     noise_std=self.noise_std)
 
     def _phantom_sum(self, phantoms) -> np.ndarray:
-        """Each phantom's coordinate of the clipped sum: its clipped norm when it is in
-        the training set."""
+        """Each phantom's coordinate of the clipped sum, and the probes' (none): its
+        clipped vector, in the direction its coin gives it, when it is in the training
+        set."""
         norm = phantom_canaries.GRADIENT_NORM * self.clip_norm
-        return phantoms.coins * (self.clip_factors(norm) * norm)
+        total = np.zeros(phantoms.size)
+        total[phantoms.rows] = phantoms.signs * (self.clip_factors(norm) * norm)
+        return total

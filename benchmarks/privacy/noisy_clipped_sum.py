@@ -13,13 +13,16 @@ reach the noise are its own, so no caller can clip at another norm than the char
 
 Under add/remove neighbours one example moves the sum by at most C. Under label
 substitution (label-DP) one example's clipped gradient moves within the C-ball, by up
-to 2C: ``sensitivity`` (in clip norms) says which, and the noise, the charge and the
-phantom canaries are all at sensitivity x C, while the gradients are clipped to C.
+to 2C: ``sensitivity`` (in clip norms) says which, and the noise and the charge are at
+sensitivity x C, while the gradients are clipped to C.
 
 An audit's phantom canaries (benchmarks.privacy.phantom_canaries) planted on the ledger
 are sampled by the same coins, clipped by the same ``clip_weights`` and noised by the
 same draw as the real examples, on coordinates of their own, and their release is
-observed there.
+observed there. What a phantom's coin changes is the neighbouring relation's (in the set
+or not; its vector +v or -v), never ``sensitivity``: a sensitivity set below the
+relation's is seen. The noise added to the real coordinates is handed to the phantoms
+too, whose audit checks it against theirs.
 
 TensorFlow is imported by this module alone in the layer: importing it loads TensorFlow.
 """
@@ -52,9 +55,9 @@ class NoisyClippedSum:
         self.taken = tf.Variable(0, dtype=tf.int64, trainable=False)
         self.phantoms = ledger.phantoms
         if self.phantoms is not None:
-            self._members = tf.constant(self.phantoms.members[:, None], tf.int64)
-            self._sampled = tf.Variable(tf.zeros([len(self._members)], tf.bool),
-                                        trainable=False)
+            self._rows = tf.constant(self.phantoms.rows[:, None], tf.int64)
+            self._signs = tf.constant(self.phantoms.signs)
+            self._sampled = tf.Variable(tf.zeros([len(self._rows)], tf.bool), trainable=False)
         self.ledger = ledger
         self.registry = fast_clipping.make_registry()
         ledger.charge(MECHANISM, records(),
@@ -71,7 +74,7 @@ class NoisyClippedSum:
                 taken, tf.constant(self.steps, tf.int64),
                 message="DP-SGD ran more steps than its ledger charge")]):
             coins = self.generator.uniform(
-                [self.dataset_size + (0 if self.phantoms is None else len(self._members))],
+                [self.dataset_size + (0 if self.phantoms is None else len(self._rows))],
                 dtype=tf.float64)
         if self.phantoms is not None:  # the phantoms' coins follow the real examples'
             self._sampled.assign(coins[self.dataset_size:] < self.sampling_rate)
@@ -94,10 +97,10 @@ class NoisyClippedSum:
                                                              self.clip_weights)
         return self._noisy_mean(sums), losses
 
-    def noisy_mean_of_no_examples(self) -> list[tf.Tensor]:
-        """A step on which no real example has a gradient: the release audit of the
-        mechanism alone, whose phantom canaries are then all the step releases."""
-        return self._noisy_mean([tf.zeros([0])])
+    def noisy_mean_of_zeros(self, coordinates: int) -> list[tf.Tensor]:
+        """A step on which no real example has a gradient, of ``coordinates`` real
+        coordinates: the release audit of the mechanism alone."""
+        return self._noisy_mean([tf.zeros([coordinates])])
 
     def clip_weights(self, norms: tf.Tensor) -> tf.Tensor:
         """Per example, min(1, C / norm): its gradient times this has norm at most C."""
@@ -105,17 +108,17 @@ class NoisyClippedSum:
 
     def _noisy_mean(self, clipped_sums: list[tf.Tensor]) -> list[tf.Tensor]:
         """The released step: each clipped gradient sum plus N(0, sigma^2 S^2), S the
-        sensitivity, over the expected batch size."""
-        sums = list(clipped_sums)
+        sensitivity, over the expected batch size. The phantoms' coordinates are noised
+        after the real ones, by the same generator."""
+        noisy = [self._noised(g) for g in clipped_sums]
         if self.phantoms is not None:
-            sums.append(self._phantom_sum())
-        noisy = [g + self.generator.normal(tf.shape(g), stddev=self.noise_std) for g in sums]
-        if self.phantoms is not None:
-            observed = tf.numpy_function(self._observe, [noisy.pop()], tf.bool, stateful=True)
-            with tf.control_dependencies([observed]):
+            with tf.control_dependencies([self._observed(clipped_sums, noisy)]):
                 noisy = [tf.identity(g) for g in noisy]
         released = [g / self.expected_batch for g in noisy]
         return released if Ledger.tape is None else self._replayed(released)
+
+    def _noised(self, g: tf.Tensor) -> tf.Tensor:
+        return g + self.generator.normal(tf.shape(g), stddev=self.noise_std)
 
     def _replayed(self, released: list[tf.Tensor]) -> list[tf.Tensor]:
         """The step through the replay check's tape (benchmarks.privacy.replay)."""
@@ -128,15 +131,26 @@ class NoisyClippedSum:
             g.set_shape(shaped.shape)
         return list(replayed)
 
+    def _observed(self, clipped_sums: list[tf.Tensor], noisy: list[tf.Tensor]) -> tf.Tensor:
+        """The phantoms' coordinates released and handed to them, with the noise that
+        ``noisy`` added to the real ones (its sum of squares)."""
+        released = self._noised(self._phantom_sum())
+        squares = tf.add_n([tf.constant(0.0, tf.float64)] + [
+            tf.reduce_sum(tf.square(tf.cast(n - g, tf.float64)))
+            for n, g in zip(noisy, clipped_sums)])
+        values = tf.add_n([tf.constant(0, tf.int64)] + [tf.size(g, out_type=tf.int64)
+                                                         for g in clipped_sums])
+        return tf.numpy_function(self._observe, [released, squares, values], tf.bool,
+                                 stateful=True)
+
     def _phantom_sum(self) -> tf.Tensor:
-        """The sampled phantoms' clipped gradients, each on its own coordinate, moved as
-        far as a neighbour may move one: from -C to C under substitution."""
+        """The sampled phantoms' clipped gradients, each on its own coordinate, in the
+        direction its coin gives it (benchmarks.privacy.phantom_canaries)."""
         norms = tf.fill(tf.shape(self._sampled), phantom_canaries.GRADIENT_NORM * self.clip_norm)
         clipped = self.clip_weights(norms) * norms * tf.cast(self._sampled, norms.dtype)
-        return tf.scatter_nd(self._members, clipped * (self.sensitivity / self.clip_norm),
-                             [len(self.phantoms)])
+        return tf.scatter_nd(self._rows, clipped * self._signs, [self.phantoms.size])
 
-    def _observe(self, released):
+    def _observe(self, released, squares, values):
         self.phantoms.observe("DP-SGD noisy clipped sum", released, self.sampling_rate,
-                              self.sensitivity)
+                              self.clip_norm, self.noise_std, float(squares), int(values))
         return True

@@ -184,13 +184,14 @@ def select(ledger: Ledger, touches: Touches, law: Repetitions, candidate_curve: 
         else:
             result, spent, score = candidate(j)
             if np.any(np.asarray(spent) > candidate_curve * (1 + _CURVE_SLACK) + _CURVE_SLACK):
-                raise InputError(f"candidate {j + 1} of the private selection spent more than "
-                                 f"the curve the selection was charged for")
+                # No failure names a candidate: its index would tell how many ran.
+                raise InputError("a candidate of the private selection spent more than the "
+                                 "curve the selection was charged for")
             if j in scored and score != scored[j]:
                 progress.clear()
-                raise InputError(f"candidate {j + 1} did not reproduce the score it had before "
-                                 f"the selection was interrupted; its progress is discarded, "
-                                 f"run it again")
+                raise InputError("a candidate did not reproduce the score it had before the "
+                                 "selection was interrupted; its progress is discarded, run "
+                                 "it again")
             if progress is not None:
                 progress.record(j, score)
         if best is None or score > best[0]:

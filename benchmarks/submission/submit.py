@@ -32,10 +32,12 @@ entry point. The command
 A noisy step that the watch of the libraries cannot see stops it with one line, as bad
 input does (library_watch.Unwatched).
 
-The audits of one submission are judged together: each bound is taken at confidence
-1 - 5% / (the number of bounds), so an honest method is refused by chance at most 5% of
-the time however many configurations it runs. Exit code 0 when every check holds, 1 with
-one line per failed check, 2 for bad input.
+The statistical checks of one submission are judged together at the family-wise level
+of benchmarks.audit.levels (5%): its audited twins share most of it equally, each
+twin's verdict split across its tests, and the watched libraries' noise checks the rest,
+equally per cell (``levels.submission_levels``), so an honest method is refused by
+chance at most 5% of the time however many configurations it runs. Exit code 0 when
+every check holds, 1 with one line per failed check, 2 for bad input.
 """
 from __future__ import annotations
 
@@ -49,17 +51,14 @@ from typing import Any
 from tqdm import tqdm
 
 from benchmarks import datasets, registry, runner
+from benchmarks.audit import levels
 from benchmarks.submission import bundle, contract_checks, library_watch
-from benchmarks.audit.training import CONFIDENCE
 from benchmarks.contract import Method
 from benchmarks.errors import InputError, one_line
 from benchmarks.submission.ledger_watch import watch
 from benchmarks.privacy import Ledger, SampledGaussian
 from benchmarks.records import SAMPLING, SHUFFLED_BATCHES, RunRecord
 from benchmarks.suites import Cell, Suite, load_suite, parse_seeds
-
-# Two audited bounds per audited configuration: at the release and from the model.
-BOUNDS_PER_AUDIT = 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -196,8 +195,8 @@ def run_cells(cells: list[Cell], data_dir: Path
     libraries its own charges were checked against, or None when a cell's own charges
     were not all sampled Gaussians covered by a watched library's steps). A record whose
     watched steps took shuffled batches is marked so."""
-    audits = sum(cell.audit for cell in cells)
-    confidence = 1 - (1 - CONFIDENCE) / max(1, BOUNDS_PER_AUDIT * audits)
+    twin_level, library_level = levels.submission_levels(sum(cell.audit for cell in cells),
+                                                         len(cells))
     slot = runner.DatasetSlot()
     records, checks, own, failed = [], [], [], set()
     observed: set[str] | None = set()
@@ -209,14 +208,14 @@ def run_cells(cells: list[Cell], data_dir: Path
             context = runner.local_context(cell, data_dir, bar)
             data = slot.get(cell.dataset, data_dir)
             with watch() as seen:
-                record = runner.run_cell(cell, data, context, audit_confidence=confidence)
+                record = runner.run_cell(cell, data, context, audit_confidence=1 - twin_level)
             records.append(record)
             if not record.ok:
                 failed.add(cell.config_id)
             elif seen.library.shuffled:
                 record.privacy.details[SAMPLING] = SHUFFLED_BATCHES
             checks += cell_checks(cell, record, context.ledger, seen.uncharged(context.ledger))
-            watched = library_checks(cell, record, context.ledger, seen.library)
+            watched = library_checks(cell, record, context.ledger, seen.library, library_level)
             checks += watched
             mine = seen.own_charges(context.ledger)
             own += mine
@@ -253,9 +252,10 @@ def cell_checks(cell: Cell, record: RunRecord, ledger: Ledger,
 
 
 def library_checks(cell: Cell, record: RunRecord, ledger: Ledger,
-                   ran: library_watch.Ran) -> list[Check]:
+                   ran: library_watch.Ran, level: float) -> list[Check]:
     """When a watched library ran steps: they compose to no more than the record's
-    epsilon, and the noise each step added is as its noise multiplier says."""
+    epsilon, and the noise each step added is as its noise multiplier says (its checks
+    together at ``level``)."""
     if not ran.steps or not record.ok:
         return []
     scope = cell.describe()
@@ -263,12 +263,15 @@ def library_checks(cell: Cell, record: RunRecord, ledger: Ledger,
     checks = [Check("what the watched DP libraries ran is charged", scope,
                     library_watch.compare(ran, record.privacy.epsilon, charged,
                                           record.delta))]
+    noises = ran.noise_checks()
+    each = level / max(1, len(noises))
     return checks + [Check(f"the noise {noise.mechanism} added is as its noise multiplier "
                            f"says", scope,
                            f"the noise {noise.mechanism} added is below its noise "
                            f"multiplier's ({noise.claim}): {noise.measured}, "
-                           f"p = {noise.p_value:.3g}" if noise.flagged else "")
-                     for noise in ran.noise_checks()]
+                           f"p = {noise.p_value:.3g} at level {100 * each:.3g}%"
+                           if noise.flagged(each) else "")
+                     for noise in noises]
 
 
 def composition_line(record: RunRecord, ledger: Ledger) -> str:
@@ -288,30 +291,31 @@ def composition_line(record: RunRecord, ledger: Ledger) -> str:
 
 
 def audit_checks(audit: dict[str, Any], scope: str) -> list[Check]:
-    """Each audited bound against the claim, the test of a Gaussian release's claimed
-    curve, and each noise check of the audit; any other reason the audit flags the claim
-    fails one more check."""
-    claim, confidence = audit["claimed_epsilon"], audit["confidence"]
-    bounds = [("from the model", audit["epsilon_lower_bound"])]
-    if audit.get("release"):
-        bounds.append(("at the release", audit["release"]["epsilon_lower_bound"]))
-    checks = [Check(f"the audit {where} stays within the claim", scope,
-                    f"audited ε ≥ {bound:.3g} at {100 * confidence:.4g}% ({where}) "
-                    f"exceeds the claim {claim:g}" if bound > claim else "")
-              for where, bound in bounds]
-    tested = (audit.get("release") or {}).get("claim_test")
-    if tested:
-        checks.append(Check("the claimed curve is not rejected at the release", scope,
-                            f"the claimed curve ({tested['claim']}) is rejected at "
-                            f"{100 * tested['confidence']:.4g}% on {tested['canaries']} "
-                            f"phantom canaries" if tested["rejected"] else ""))
-    checks += [Check(f"the noise of {noise['mechanism']} is as charged", scope,
-                     f"the noise of {noise['mechanism']} is below its charge "
-                     f"({noise['claim']}): {noise['measured']}, p = {noise['p_value']:.3g}"
-                     if noise["flagged"] else "")
-               for noise in audit.get("noise_checks", ())]
-    if audit.get("flagged") and all(check.passed for check in checks):
-        checks.append(Check("the audit flags nothing", scope, "the audit flags the claim"))
+    """Each test of the audit's verdict at its level (benchmarks.audit.levels): each
+    audited bound against the claim, the test of a Gaussian release's claimed curve, and
+    each noise check."""
+    claim, checks = audit["claimed_epsilon"], []
+    for test in levels.judge(audit).tests:
+        level = f"{100 * test.level:.3g}%"
+        if test.test == levels.CLAIM:
+            tested = audit["release"]["claim_test"]
+            checks.append(Check("the claimed curve is not rejected at the release", scope,
+                                f"the claimed curve ({tested['claim']}) is rejected at level "
+                                f"{level} on {tested['canaries']} phantom canaries"
+                                if test.rejects else ""))
+        elif test.test == levels.NOISE:
+            noise = next(c for c in audit["noise_checks"] if c["mechanism"] == test.detail)
+            checks.append(Check(f"the noise of {noise['mechanism']} is as charged", scope,
+                                f"the noise of {noise['mechanism']} is below its charge "
+                                f"({noise['claim']}): {noise['measured']}, p = "
+                                f"{noise['p_value']:.3g} at level {level}"
+                                if test.rejects else ""))
+        else:
+            where = "from the model" if test.test == levels.MODEL else "at the release"
+            checks.append(Check(f"the audit {where} stays within the claim", scope,
+                                f"audited ε ≥ {test.bound:.3g} at {100 * (1 - test.level):.4g}% "
+                                f"({where}) exceeds the claim {claim:g}"
+                                if test.rejects else ""))
     return checks
 
 
