@@ -209,7 +209,7 @@ def test_a_tuned_fit_is_charged_the_selection_alone_within_its_budget(fitted):
     assert model.details["selected_hparams"] in SEARCH.grid()
 
 
-def test_the_number_of_candidates_is_kept_private(fitted):
+def test_the_number_of_candidates_is_a_diagnostic_never_published(fitted):
     model, _, _ = fitted
     assert set(model.ctx.diagnostics["selection"]) == {"candidates", "selected"}
     def keys(value):
