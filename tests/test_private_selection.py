@@ -300,6 +300,40 @@ def test_the_validation_score_is_within_what_the_selection_was_charged_for(tiny)
     assert model.spent().epsilon > 0
 
 
+
+class OneClass(Silent):
+    """Predicts one class for every input, class 1 at the larger learning rate and 0
+    else: candidates whose validation counts differ. Not registered."""
+
+    def predict_proba(self, x):
+        return np.tile(np.eye(self.k)[int(self.hparams["peak_lr"] > 0.07)], (len(x), 1))
+
+
+def test_the_best_candidate_is_the_best_by_its_released_noisy_score(tiny, monkeypatch):
+    """The selection ranks the candidates by the scores the layer released, never by the
+    counts they noise: with a noise that reverses the counts' order, the released best
+    is the candidate with the fewest correct validation predictions."""
+    released = []
+    real = tuning.selection.noisy_correct_count
+
+    def reversing(ledger, correct, epsilon, rng, touches):
+        real(ledger, correct, epsilon, rng, touches)  # charged as ever
+        released.append(-float(np.sum(correct)))
+        return released[-1]
+
+    monkeypatch.setattr(tuning.selection, "noisy_correct_count", reversing)
+    train, _, k = tiny
+    search = Search.from_dict({**SEARCH.as_dict(), "mean_candidates": 8, "shape": 1})
+    model = PrivatelyTuned(OneClass, BUDGET, search, context=RunContext(seed=0)).fit(train, k)
+    _, held_out = validation_split(len(train), search.validation_share,
+                                   RunContext(seed=0).rng("validation split"))
+    counts = {lr: np.sum(train.y[held_out] == int(lr > 0.07)) for lr in (0.05, 0.1)}
+    assert len(set(released)) == 2 and counts[0.05] != counts[0.1]  # both ran, unequal
+    assert model.selected.score == max(released)
+    fewest = min(counts, key=counts.get)
+    assert model.details["selected_hparams"] == {"peak_lr": fewest}
+
+
 # --- resuming an interrupted selection ---------------------------------------------------
 
 RESUMED_LAW = Repetitions(6, 1)
