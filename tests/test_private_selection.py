@@ -309,6 +309,25 @@ class OneClass(Silent):
         return np.tile(np.eye(self.k)[int(self.hparams["peak_lr"] > 0.07)], (len(x), 1))
 
 
+class PlansByRate(OneClass):
+    """Plans a pure curve of its budget at the larger learning rate, of half of it at the
+    smaller: grid points whose curves differ. Not registered."""
+
+    def planned_curve(self, train_size):
+        return rdp.pure_rdp(self.budget.epsilon * (1 if self.hparams["peak_lr"] > 0.07 else 0.5))
+
+
+def test_the_candidates_curve_bounds_every_grid_points_training_and_the_score():
+    """The curve the selection is charged for covers every candidate it may draw: each
+    grid point's planned training, whichever comes first in the grid, and the score."""
+    model = tuned(PlansByRate)
+    envelope = model.envelope(1.0, 240)
+    curves = [model.candidate(1.0, point).planned_curve(240) for point in SEARCH.grid()]
+    assert curves[0][-1] < curves[1][-1]  # the grid's first point plans the less
+    for curve in [*curves, rdp.pure_rdp(tuning.selection.score_epsilon(1.0))]:
+        assert np.all(curve <= envelope)
+
+
 def test_the_best_candidate_is_the_best_by_its_released_noisy_score(tiny, monkeypatch):
     """The selection ranks the candidates by the scores the layer released, never by the
     counts they noise: with a noise that reverses the counts' order, the released best
