@@ -89,6 +89,27 @@ def test_steps_at_delta_0_spend_an_infinite_epsilon():
     assert library_watch.compare(ran, 100.0, True, 1e-5) == ""
 
 
+def test_the_watched_steps_compose_to_dp_accountings_epsilon_and_are_held_to_the_charge():
+    """Every step counts, at its sigma and rate: the epsilon is dp_accounting's RDP
+    accountant's, computed here from the steps (two settings of one sigma and rate add
+    up); a charge of that epsilon covers them and one a thousandth below does not."""
+    import dp_accounting
+
+    ran = Ran(collections.Counter({Setting(OPACUS, SIGMA, CLIP, 4, 4, 0.25): 10,
+                                   Setting(OPACUS, 2 * SIGMA, 2 * CLIP, 3, 3, 0.1): 7,
+                                   Setting(TF_PRIVACY, SIGMA, 3 * CLIP, 4, 4): 5}),
+              train_sizes=[16])
+    accountant = dp_accounting.rdp.RdpAccountant()
+    for sigma, rate, count in ((SIGMA, 0.25, 10), (2 * SIGMA, 0.1, 7), (SIGMA, 4 / 16, 5)):
+        accountant.compose(dp_accounting.SelfComposedDpEvent(dp_accounting.PoissonSampledDpEvent(
+            rate, dp_accounting.GaussianDpEvent(sigma)), count))
+    expected = accountant.get_epsilon(1e-5)
+    assert ran.epsilon(1e-5)[0] == pytest.approx(expected, rel=1e-9)
+    assert library_watch.compare(ran, expected, True, 1e-5) == ""
+    assert library_watch.compare(ran, 0.999 * expected, True, 1e-5).endswith(
+        f": epsilon {expected:.3g} at delta 1e-05, charged {0.999 * expected:.3g}")
+
+
 # ----- Opacus ------------------------------------------------------------------------
 
 def opacus_private(poisson: bool = True, ghost: bool = False, reduction: str = "mean",
