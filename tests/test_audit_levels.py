@@ -4,6 +4,7 @@ the shares adding up to the verdict's level, and a submission's twins and librar
 adding up to its 5%."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from benchmarks.audit import levels
@@ -71,3 +72,24 @@ def test_a_submissions_twins_and_library_checks_share_its_five_percent(twins, ce
     twin, library = levels.submission_levels(twins, cells)
     assert twin * twins == pytest.approx(0.04)
     assert library * cells == pytest.approx(0.01)
+
+
+def test_a_gaussian_twins_claimed_curve_is_tested_at_its_share():
+    """The release audit of the phantoms tests the claimed curve at its 2.5% of the twin's
+    5% (beside one noise check), not at the whole level."""
+    from benchmarks.audit import simulation
+    from benchmarks.audit.training import phantom_audit
+    from benchmarks.privacy import Ledger, Neighbours, SampledGaussian, records
+    from benchmarks.privacy.claimed_profile import ClaimedProfile
+    from benchmarks.privacy.phantom_canaries import PhantomCanaries
+
+    release = simulation.GaussianRelease("simulated", noise=2.0, sampling_rate=0.2, steps=5,
+                                         real_values=5 * 100)
+    ledger = Ledger()
+    ledger.charge("simulated", records(), SampledGaussian(2.0, 0.2, 5))
+    rng = np.random.default_rng(0)
+    planted = PhantomCanaries(rng.integers(0, 2, 5_000).astype(bool), Neighbours.ADD_REMOVE)
+    simulation.add_release(rng, planted, release)
+    audited = phantom_audit(planted, ClaimedProfile(tuple(ledger.charges), 1e-5), 0.95,
+                            len(planted.noise_checks()))
+    assert audited["claim_test"]["confidence"] == pytest.approx(1 - TABLE[levels.GAUSSIAN][CLAIM])
