@@ -350,6 +350,26 @@ def test_a_minimize_step_is_its_losss_rows_and_a_loss_function_the_whole_set(los
     assert ran.sampling_rate(setting) == (0.5 if loss == "tensor" else 1.0)
 
 
+@pytest.mark.parametrize("microbatches, sensitivity", [(4, 1), (2, 2)])
+def test_a_minimize_step_of_microbatches_of_several_examples_is_rated_at_twice_its_clip(
+        microbatches, sensitivity):
+    """4 rows in 4 microbatches (one example each): the clipping norm; in 2 (two each):
+    twice it, and the noise multiplier over that (the fast twin of the Keras fits')."""
+    import tensorflow as tf
+
+    x = tf.constant(np.random.default_rng(0).normal(size=(4, 3)), tf.float32)
+    weights = tf.Variable(tf.zeros([3, 1]))
+    with library_watch.watch() as ran:
+        fits_of(8)
+        optimizer = dp_sgd(learning_rate=0.1, num_microbatches=microbatches)
+        with tf.GradientTape() as tape:
+            losses = tf.reduce_sum(tf.square(x @ weights - 1), axis=1)
+        optimizer.minimize(losses, [weights], tape=tape)
+    [(setting, count)] = ran.steps.items()
+    assert count == 1 and setting == Setting(
+        TF_PRIVACY, pytest.approx(SIGMA / sensitivity), sensitivity * CLIP, 4, 4)
+
+
 @pytest.mark.integration  # a Keras fit: seconds
 def test_a_keras_optimizer_is_rated_at_its_smallest_noise_and_largest_clipping_norm():
     """Its state changed between two fits: the steps of both are rated at the smallest
