@@ -162,6 +162,17 @@ def test_an_opacus_step_is_its_poisson_draw_at_its_noise_and_clipping_norm(reduc
 
 
 @needs_opacus
+def test_an_opacus_step_of_an_empty_poisson_draw_is_a_step():
+    """A Poisson draw may take no example (at rate 1/50, some of the 50 draws of this
+    seeded epoch do): its step still releases noise, and counts."""
+    with library_watch.watch() as ran:
+        model, optimizer, criterion, loader = opacus_private(size=150, reduction="sum")
+        epoch(model, optimizer, criterion, loader)
+    assert sum(ran.steps.values()) == len(loader) == 50
+    assert min(setting.smallest_batch for setting in ran.steps) == 0
+
+
+@needs_opacus
 def test_batch_memory_managers_physical_batches_make_one_poisson_step():
     from opacus.utils.batch_memory_manager import BatchMemoryManager
 
