@@ -354,17 +354,32 @@ def test_the_best_candidate_is_the_best_by_its_released_noisy_score(tiny, monkey
 
 
 
+class RecordsItsRows(OneClass):
+    """Keeps the inputs each candidate trains on. Not registered."""
+
+    trained_on: list[np.ndarray] = []
+
+    def fit(self, train, num_classes):
+        RecordsItsRows.trained_on.append(train.x)
+        return super().fit(train, num_classes)
+
+
 def test_a_tuned_fit_holds_out_the_rows_its_searchs_coins_give(tiny):
     """A search with validation_split = "coins" holds out each row by its own coin, not a
-    fixed share of the rows: the split that keeps training and scoring parallel under
-    add/remove neighbours (tests/test_selection_split.py)."""
+    fixed share of the rows, and every candidate trains on the other rows alone: the
+    split that keeps training and scoring parallel under add/remove neighbours
+    (tests/test_selection_split.py)."""
     train, _, k = tiny
     search = Search.from_dict({**SEARCH.as_dict(), "validation_split": tuning.COINS})
-    model = PrivatelyTuned(OneClass, BUDGET, search, context=RunContext(seed=0)).fit(train, k)
+    RecordsItsRows.trained_on = []
+    model = PrivatelyTuned(RecordsItsRows, BUDGET, search,
+                           context=RunContext(seed=0)).fit(train, k)
     held = RunContext(seed=0).rng("validation split").random(len(train)) < 0.25
     assert held.sum() != round(0.25 * len(train))  # the two splits differ in size here
     assert (model.details["validation_rows"], model.details["training_rows"]) == (
         held.sum(), len(train) - held.sum())
+    assert RecordsItsRows.trained_on and all(
+        np.array_equal(x, train.x[~held]) for x in RecordsItsRows.trained_on)
 
 
 # --- resuming an interrupted selection ---------------------------------------------------
