@@ -173,6 +173,18 @@ def test_epsilon_bound_edge_cases():
         clopper_pearson_epsilon(1.5, 10, 0, 10)
 
 
+@pytest.mark.parametrize("confidence", [0.95, 0.99])
+def test_the_epsilon_bound_takes_each_limit_at_half_the_error(confidence):
+    """The two one-sided limits hold together at ``confidence`` by Bonferroni: each at
+    1 - (1 - confidence) / 2, exactly."""
+    each = 1 - (1 - confidence) / 2
+    for k_d, k_d_prime, delta in [(900, 100, 0.0), (700, 300, 0.1), (60, 2, 0.01)]:
+        expected = math.log((clopper_pearson_lower(k_d, 1000, each) - delta)
+                            / clopper_pearson_upper(k_d_prime, 1000, each))
+        assert clopper_pearson_epsilon(k_d, 1000, k_d_prime, 1000, delta, confidence) == \
+            pytest.approx(expected, rel=1e-12)
+
+
 @pytest.mark.parametrize("epsilon, p_d_prime, delta", [(1.0, 0.2, 0.0), (2.0, 0.02, 0.0),
                                                        (1.0, 0.1, 0.2)])
 def test_clopper_pearson_bound_covers_and_point_estimates_do_not(epsilon, p_d_prime, delta):

@@ -89,6 +89,27 @@ def test_steps_at_delta_0_spend_an_infinite_epsilon():
     assert library_watch.compare(ran, 100.0, True, 1e-5) == ""
 
 
+def test_the_watched_steps_compose_to_dp_accountings_epsilon_and_are_held_to_the_charge():
+    """Every step counts, at its sigma and rate: the epsilon is dp_accounting's RDP
+    accountant's, computed here from the steps (two settings of one sigma and rate add
+    up); a charge of that epsilon covers them and one a thousandth below does not."""
+    import dp_accounting
+
+    ran = Ran(collections.Counter({Setting(OPACUS, SIGMA, CLIP, 4, 4, 0.25): 10,
+                                   Setting(OPACUS, 2 * SIGMA, 2 * CLIP, 3, 3, 0.1): 7,
+                                   Setting(TF_PRIVACY, SIGMA, 3 * CLIP, 4, 4): 5}),
+              train_sizes=[16])
+    accountant = dp_accounting.rdp.RdpAccountant()
+    for sigma, rate, count in ((SIGMA, 0.25, 10), (2 * SIGMA, 0.1, 7), (SIGMA, 4 / 16, 5)):
+        accountant.compose(dp_accounting.SelfComposedDpEvent(dp_accounting.PoissonSampledDpEvent(
+            rate, dp_accounting.GaussianDpEvent(sigma)), count))
+    expected = accountant.get_epsilon(1e-5)
+    assert ran.epsilon(1e-5)[0] == pytest.approx(expected, rel=1e-9)
+    assert library_watch.compare(ran, expected, True, 1e-5) == ""
+    assert library_watch.compare(ran, 0.999 * expected, True, 1e-5).endswith(
+        f": epsilon {expected:.3g} at delta 1e-05, charged {0.999 * expected:.3g}")
+
+
 # ----- Opacus ------------------------------------------------------------------------
 
 def opacus_private(poisson: bool = True, ghost: bool = False, reduction: str = "mean",
@@ -138,6 +159,17 @@ def test_an_opacus_step_is_its_poisson_draw_at_its_noise_and_clipping_norm(reduc
     for setting in ran.steps:
         assert setting == Setting(OPACUS, SIGMA, CLIP, setting.largest_batch,
                                   setting.largest_batch, 0.25)
+
+
+@needs_opacus
+def test_an_opacus_step_of_an_empty_poisson_draw_is_a_step():
+    """A Poisson draw may take no example (at rate 1/50, some of the 50 draws of this
+    seeded epoch do): its step still releases noise, and counts."""
+    with library_watch.watch() as ran:
+        model, optimizer, criterion, loader = opacus_private(size=150, reduction="sum")
+        epoch(model, optimizer, criterion, loader)
+    assert sum(ran.steps.values()) == len(loader) == 50
+    assert min(setting.smallest_batch for setting in ran.steps) == 0
 
 
 @needs_opacus
@@ -327,6 +359,26 @@ def test_a_minimize_step_is_its_losss_rows_and_a_loss_function_the_whole_set(los
     rows = (5, 5) if loss == "tensor" else (0, math.inf)
     assert (setting.smallest_batch, setting.largest_batch) == rows
     assert ran.sampling_rate(setting) == (0.5 if loss == "tensor" else 1.0)
+
+
+@pytest.mark.parametrize("microbatches, sensitivity", [(4, 1), (2, 2)])
+def test_a_minimize_step_of_microbatches_of_several_examples_is_rated_at_twice_its_clip(
+        microbatches, sensitivity):
+    """4 rows in 4 microbatches (one example each): the clipping norm; in 2 (two each):
+    twice it, and the noise multiplier over that (the fast twin of the Keras fits')."""
+    import tensorflow as tf
+
+    x = tf.constant(np.random.default_rng(0).normal(size=(4, 3)), tf.float32)
+    weights = tf.Variable(tf.zeros([3, 1]))
+    with library_watch.watch() as ran:
+        fits_of(8)
+        optimizer = dp_sgd(learning_rate=0.1, num_microbatches=microbatches)
+        with tf.GradientTape() as tape:
+            losses = tf.reduce_sum(tf.square(x @ weights - 1), axis=1)
+        optimizer.minimize(losses, [weights], tape=tape)
+    [(setting, count)] = ran.steps.items()
+    assert count == 1 and setting == Setting(
+        TF_PRIVACY, pytest.approx(SIGMA / sensitivity), sensitivity * CLIP, 4, 4)
 
 
 @pytest.mark.integration  # a Keras fit: seconds

@@ -300,6 +300,88 @@ def test_the_validation_score_is_within_what_the_selection_was_charged_for(tiny)
     assert model.spent().epsilon > 0
 
 
+
+class OneClass(Silent):
+    """Predicts one class for every input, class 1 at the larger learning rate and 0
+    else: candidates whose validation counts differ. Not registered."""
+
+    def predict_proba(self, x):
+        return np.tile(np.eye(self.k)[int(self.hparams["peak_lr"] > 0.07)], (len(x), 1))
+
+
+class PlansByRate(OneClass):
+    """Plans a pure curve of its budget at the larger learning rate, of half of it at the
+    smaller: grid points whose curves differ. Not registered."""
+
+    def planned_curve(self, train_size):
+        return rdp.pure_rdp(self.budget.epsilon * (1 if self.hparams["peak_lr"] > 0.07 else 0.5))
+
+
+def test_the_candidates_curve_bounds_every_grid_points_training_and_the_score():
+    """The curve the selection is charged for covers every candidate it may draw: each
+    grid point's planned training, whichever comes first in the grid, and the score."""
+    model = tuned(PlansByRate)
+    envelope = model.envelope(1.0, 240)
+    curves = [model.candidate(1.0, point).planned_curve(240) for point in SEARCH.grid()]
+    assert curves[0][-1] < curves[1][-1]  # the grid's first point plans the less
+    for curve in [*curves, rdp.pure_rdp(tuning.selection.score_epsilon(1.0))]:
+        assert np.all(curve <= envelope)
+
+
+def test_the_best_candidate_is_the_best_by_its_released_noisy_score(tiny, monkeypatch):
+    """The selection ranks the candidates by the scores the layer released, never by the
+    counts they noise: with a noise that reverses the counts' order, the released best
+    is the candidate with the fewest correct validation predictions."""
+    released = []
+    real = tuning.selection.noisy_correct_count
+
+    def reversing(ledger, correct, epsilon, rng, touches):
+        real(ledger, correct, epsilon, rng, touches)  # charged as ever
+        released.append(-float(np.sum(correct)))
+        return released[-1]
+
+    monkeypatch.setattr(tuning.selection, "noisy_correct_count", reversing)
+    train, _, k = tiny
+    search = Search.from_dict({**SEARCH.as_dict(), "mean_candidates": 8, "shape": 1})
+    model = PrivatelyTuned(OneClass, BUDGET, search, context=RunContext(seed=0)).fit(train, k)
+    _, held_out = validation_split(len(train), search.validation_share,
+                                   RunContext(seed=0).rng("validation split"))
+    counts = {lr: np.sum(train.y[held_out] == int(lr > 0.07)) for lr in (0.05, 0.1)}
+    assert len(set(released)) == 2 and counts[0.05] != counts[0.1]  # both ran, unequal
+    assert model.selected.score == max(released)
+    fewest = min(counts, key=counts.get)
+    assert model.details["selected_hparams"] == {"peak_lr": fewest}
+
+
+
+class RecordsItsRows(OneClass):
+    """Keeps the inputs each candidate trains on. Not registered."""
+
+    trained_on: list[np.ndarray] = []
+
+    def fit(self, train, num_classes):
+        RecordsItsRows.trained_on.append(train.x)
+        return super().fit(train, num_classes)
+
+
+def test_a_tuned_fit_holds_out_the_rows_its_searchs_coins_give(tiny):
+    """A search with validation_split = "coins" holds out each row by its own coin, not a
+    fixed share of the rows, and every candidate trains on the other rows alone: the
+    split that keeps training and scoring parallel under add/remove neighbours
+    (tests/test_selection_split.py)."""
+    train, _, k = tiny
+    search = Search.from_dict({**SEARCH.as_dict(), "validation_split": tuning.COINS})
+    RecordsItsRows.trained_on = []
+    model = PrivatelyTuned(RecordsItsRows, BUDGET, search,
+                           context=RunContext(seed=0)).fit(train, k)
+    held = RunContext(seed=0).rng("validation split").random(len(train)) < 0.25
+    assert held.sum() != round(0.25 * len(train))  # the two splits differ in size here
+    assert (model.details["validation_rows"], model.details["training_rows"]) == (
+        held.sum(), len(train) - held.sum())
+    assert RecordsItsRows.trained_on and all(
+        np.array_equal(x, train.x[~held]) for x in RecordsItsRows.trained_on)
+
+
 # --- resuming an interrupted selection ---------------------------------------------------
 
 RESUMED_LAW = Repetitions(6, 1)

@@ -212,7 +212,25 @@ class LastInputsAsPublicData(dp_erm.DpErmOutput):
 LastInputsAsPublicData.name = "last-inputs-as-public-data"
 
 
-@pytest.mark.parametrize("method", [CalibratesOnTheLastRecords, LastInputsAsPublicData])
+class LeansByAHair(dp_erm.DpErmOutput):
+    """Broken on purpose: its probabilities move by about 1e-9, far below any tolerance
+    of float rounding, with its last records' mean input: predictions that the replay
+    must see move, as it asks them to be the same bit for bit."""
+
+    def fit(self, train, num_classes):
+        self.lean = 1e-9 * abs(float(train.x[-20:].mean()))
+        return super().fit(train, num_classes)
+
+    def predict_proba(self, x):
+        proba = np.asarray(super().predict_proba(x), np.float64) + self.lean
+        return proba / proba.sum(axis=1, keepdims=True)
+
+
+LeansByAHair.name = "leans-by-a-hair"
+
+
+@pytest.mark.parametrize("method", [CalibratesOnTheLastRecords, LastInputsAsPublicData,
+                                    LeansByAHair])
 def test_under_full_dp_a_read_of_the_last_records_is_flagged(method):
     with pytest.raises(ContractBreach, match=r"with all 240 records altered and the 1 "
                                              r"release replayed, the prediction"):

@@ -334,6 +334,39 @@ def test_every_test_of_an_audits_verdict_is_a_check_at_its_level():
     assert re.fullmatch(AUDIT_LINE.format("from the model"), failed), failed
 
 
+class Stop(Exception):
+    pass
+
+
+def test_each_audited_twin_of_a_submission_runs_at_its_share_of_the_4_percent(
+        tmp_path, monkeypatch):
+    """The k audited twins of a submission share 4% of its 5%: each cell is run with its
+    bounds at 1 - 4%/k (the first cell run tells), k the twins of LP-1ST on the quick
+    suite's grid."""
+    from benchmarks import runner
+    from benchmarks.registry import get_method
+    from benchmarks.submission import submit as submission
+    from benchmarks.suites import load_suite
+
+    cells = submission.cells_of(load_suite("quick", grid_for="lp-1st"), get_method("lp-1st"))
+    given = []
+
+    def run_cell(cell, data, context, audit_confidence):
+        given.append(audit_confidence)
+        raise Stop
+
+    class NoData:
+        def get(self, name, data_dir):
+            return None
+
+    monkeypatch.setattr(runner, "run_cell", run_cell)
+    monkeypatch.setattr(runner, "DatasetSlot", NoData)
+    with pytest.raises(Stop):
+        submission.run_cells(cells, tmp_path)
+    twins = sum(cell.audit for cell in cells)
+    assert twins > 1 and given == [pytest.approx(1 - 0.04 / twins)]
+
+
 @pytest.mark.integration  # a site built: tens of seconds
 def test_one_report_shows_local_runs_and_several_bundles_each_with_its_facts(
         submitted, tmp_path, capsys):
