@@ -7,8 +7,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from benchmarks.audit import levels
+from benchmarks.audit import levels, simulation
 from benchmarks.audit.levels import CLAIM, MODEL, NOISE, RELEASE
+from benchmarks.audit.training import phantom_audit
+from benchmarks.privacy import Ledger, Neighbours, SampledGaussian, records
+from benchmarks.privacy.claimed_profile import ClaimedProfile
+from benchmarks.privacy.phantom_canaries import PhantomCanaries
 
 # docs/audits.md, "One level per verdict": each test's level at 5%.
 TABLE = {
@@ -77,12 +81,6 @@ def test_a_submissions_twins_and_library_checks_share_its_five_percent(twins, ce
 def test_a_gaussian_twins_claimed_curve_is_tested_at_its_share():
     """The release audit of the phantoms tests the claimed curve at its 2.5% of the twin's
     5% (beside one noise check), not at the whole level."""
-    from benchmarks.audit import simulation
-    from benchmarks.audit.training import phantom_audit
-    from benchmarks.privacy import Ledger, Neighbours, SampledGaussian, records
-    from benchmarks.privacy.claimed_profile import ClaimedProfile
-    from benchmarks.privacy.phantom_canaries import PhantomCanaries
-
     release = simulation.GaussianRelease("simulated", noise=2.0, sampling_rate=0.2, steps=5,
                                          real_values=5 * 100)
     ledger = Ledger()
